@@ -1,0 +1,190 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package macosidentity holds the rules the apiserver applies to
+// MacOSIdentity writes, and how identities are printed and selected.
+//
+// Uniqueness of identity values and allocation to machines are not decided
+// here: they need other objects and are enforced by the transactional
+// storage layer. This package makes sure every value reaches that layer in
+// one canonical spelling, and keeps the allocation out of users' hands.
+package macosidentity
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
+	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/identity"
+)
+
+// identityStrategy implements the main resource's rules for MacOSIdentity.
+type identityStrategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+}
+
+// Strategy is the logic for creating, updating and deleting identities. The
+// spec is immutable: a machine may already boot with its values.
+var Strategy = identityStrategy{scheme.Scheme, names.SimpleNameGenerator}
+
+var (
+	_ rest.RESTCreateStrategy  = Strategy
+	_ rest.RESTUpdateStrategy  = Strategy
+	_ rest.RESTDeleteStrategy  = Strategy
+	_ rest.ResetFieldsStrategy = Strategy
+)
+
+func (identityStrategy) NamespaceScoped() bool { return false }
+
+// GetResetFields says the allocation is never a manifest's.
+func (identityStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
+	}
+}
+
+// PrepareForCreate drops any allocation the request carried (only the
+// allocator allocates) and canonicalizes the values, so that "aa:bb…" and
+// "AA:BB…" can never both be stored.
+func (identityStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	id := obj.(*dockerio.MacOSIdentity)
+	id.Status = dockerio.MacOSIdentityStatus{}
+	id.Generation = 1
+	canonicalize(&id.Spec)
+}
+
+// PrepareForUpdate keeps the stored status, and canonicalizes the incoming
+// spec so that re-applying the original manifest is not mistaken for a change.
+func (identityStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	id, oldID := obj.(*dockerio.MacOSIdentity), old.(*dockerio.MacOSIdentity)
+	id.Status = oldID.Status
+	canonicalize(&id.Spec)
+}
+
+func canonicalize(s *dockerio.MacOSIdentitySpec) {
+	s.SystemUUID = identity.CanonicalSystemUUID(s.SystemUUID)
+	s.MACAddress = identity.CanonicalMACAddress(s.MACAddress)
+	s.ROM = identity.CanonicalROM(s.ROM)
+}
+
+func (identityStrategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	return validation.ValidateMacOSIdentity(obj.(*dockerio.MacOSIdentity))
+}
+
+func (identityStrategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
+
+func (identityStrategy) Canonicalize(runtime.Object) {}
+
+func (identityStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
+
+func (identityStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
+
+func (identityStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateMacOSIdentityUpdate(obj.(*dockerio.MacOSIdentity), old.(*dockerio.MacOSIdentity))
+}
+
+func (identityStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+
+// identityStatusStrategy implements the status subresource's rules.
+type identityStatusStrategy struct {
+	identityStrategy
+}
+
+// StatusStrategy is the logic for writes to macosidentities/status. The
+// allocation is written only by the allocator, in the same etcd transaction
+// as the machine that takes or gives back the identity; a status write can
+// never move an identity between machines.
+var StatusStrategy = identityStatusStrategy{Strategy}
+
+func (identityStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"dockerios.io/v1alpha1": fieldpath.NewSet(
+			fieldpath.MakePathOrDie("spec"),
+			fieldpath.MakePathOrDie("metadata", "labels"),
+			fieldpath.MakePathOrDie("metadata", "annotations"),
+			fieldpath.MakePathOrDie("metadata", "finalizers"),
+			fieldpath.MakePathOrDie("status", "allocation"),
+		),
+	}
+}
+
+func (identityStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	id, oldID := obj.(*dockerio.MacOSIdentity), old.(*dockerio.MacOSIdentity)
+	id.Spec = oldID.Spec
+	id.Labels, id.Annotations, id.Finalizers = oldID.Labels, oldID.Annotations, oldID.Finalizers
+	id.Status.Allocation = oldID.Status.Allocation
+}
+
+func (identityStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateMacOSIdentityStatusUpdate(obj.(*dockerio.MacOSIdentity), old.(*dockerio.MacOSIdentity))
+}
+
+func (identityStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+
+// GetAttrs returns an identity's labels and the fields it can be selected by.
+func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	id, ok := obj.(*dockerio.MacOSIdentity)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a MacOSIdentity: %T", obj)
+	}
+	return id.Labels, SelectableFields(id), nil
+}
+
+// SelectableFields returns the fields of an identity that field selectors
+// match against; v1alpha1.SelectableFields lists the same keys.
+// status.allocated ("true"/"false") lets `kubectl get mid
+// --field-selector status.allocated=false` list the free identities.
+func SelectableFields(id *dockerio.MacOSIdentity) fields.Set {
+	set := fields.Set{
+		"spec.poolName":                      id.Spec.PoolName,
+		"spec.model":                         id.Spec.Model,
+		"spec.serialNumber":                  id.Spec.SerialNumber,
+		"spec.macAddress":                    id.Spec.MACAddress,
+		"status.allocated":                   strconv.FormatBool(id.Status.Allocation != nil),
+		"status.allocation.machineNamespace": "",
+		"status.allocation.machineName":      "",
+		"status.allocation.machineUID":       "",
+	}
+	if a := id.Status.Allocation; a != nil {
+		set["status.allocation.machineNamespace"] = a.MachineNamespace
+		set["status.allocation.machineName"] = a.MachineName
+		set["status.allocation.machineUID"] = a.MachineUID
+	}
+	return generic.AddObjectMetaFieldsSet(set, &id.ObjectMeta, false)
+}
+
+// Matcher selects identities by label and field.
+func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
+	return storage.SelectionPredicate{Label: label, Field: field, GetAttrs: GetAttrs}
+}

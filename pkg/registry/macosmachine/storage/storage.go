@@ -1,0 +1,75 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package storage wires the MacOSMachine rules of package macosmachine to
+// etcd through the generic registry store: the main resource and its status
+// subresource share one store and differ only in strategy.
+package storage
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/registry/macosmachine"
+	"github.com/dockerios/dockerios/pkg/registry/statusrest"
+)
+
+// REST serves macosmachines.
+type REST struct {
+	*genericregistry.Store
+}
+
+// MachineStorage bundles a machine's resource and subresources.
+type MachineStorage struct {
+	Machine *REST
+	Status  *statusrest.REST
+}
+
+var (
+	_ rest.ShortNamesProvider = &REST{}
+	_ rest.CategoriesProvider = &REST{}
+)
+
+// NewStorage returns the storage of macosmachines and macosmachines/status.
+func NewStorage(optsGetter generic.RESTOptionsGetter) (MachineStorage, error) {
+	store := &genericregistry.Store{
+		NewFunc:                   func() runtime.Object { return &dockerio.MacOSMachine{} },
+		NewListFunc:               func() runtime.Object { return &dockerio.MacOSMachineList{} },
+		PredicateFunc:             macosmachine.Matcher,
+		DefaultQualifiedResource:  dockerio.Resource("macosmachines"),
+		SingularQualifiedResource: dockerio.Resource("macosmachine"),
+
+		CreateStrategy:      macosmachine.Strategy,
+		UpdateStrategy:      macosmachine.Strategy,
+		DeleteStrategy:      macosmachine.Strategy,
+		ResetFieldsStrategy: macosmachine.Strategy,
+
+		TableConvertor: macosmachine.TableConvertor,
+	}
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: macosmachine.GetAttrs}); err != nil {
+		return MachineStorage{}, err
+	}
+	return MachineStorage{Machine: &REST{store}, Status: statusrest.New(store, macosmachine.StatusStrategy)}, nil
+}
+
+// ShortNames lets `kubectl get mm` work.
+func (r *REST) ShortNames() []string { return []string{"mm"} }
+
+// Categories puts machines in `kubectl get dockerios`.
+func (r *REST) Categories() []string { return []string{"dockerios"} }

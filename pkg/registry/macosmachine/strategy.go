@@ -1,0 +1,192 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package macosmachine holds the rules the apiserver applies to MacOSMachine
+// writes: what a create and an update may change, what the status
+// subresource may change, how machines are printed and selected.
+//
+// Identity allocation and binding are not written here: they change a
+// machine together with another object, and live in the transactional
+// storage layer. The status strategy keeps users and the controller away
+// from the fields that layer owns.
+package macosmachine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
+	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+)
+
+// machineStrategy implements the main resource's rules for MacOSMachine.
+type machineStrategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+}
+
+// Strategy is the logic for creating, updating and deleting MacOSMachine
+// objects through the main resource. It never writes status: status is what
+// the controller observed, and reaches storage only through StatusStrategy.
+var Strategy = machineStrategy{scheme.Scheme, names.SimpleNameGenerator}
+
+var (
+	_ rest.RESTCreateStrategy  = Strategy
+	_ rest.RESTUpdateStrategy  = Strategy
+	_ rest.RESTDeleteStrategy  = Strategy
+	_ rest.ResetFieldsStrategy = Strategy
+)
+
+func (machineStrategy) NamespaceScoped() bool { return true }
+
+// GetResetFields says status is not the main resource's to set, so that
+// server-side apply of a manifest never claims ownership of it.
+func (machineStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
+	}
+}
+
+// PrepareForCreate starts every machine Pending with no observed status and
+// with the teardown finalizer, so that no machine can vanish before its VM,
+// volumes and identity have been released.
+func (machineStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	m := obj.(*dockerio.MacOSMachine)
+	m.Status = dockerio.MacOSMachineStatus{Phase: dockerio.MachinePending}
+	m.Generation = 1
+	if !slices.Contains(m.Finalizers, dockerio.MachineTeardownFinalizer) {
+		m.Finalizers = append(m.Finalizers, dockerio.MachineTeardownFinalizer)
+	}
+}
+
+// PrepareForUpdate keeps the stored status and counts spec changes in the
+// generation (validation then refuses them: the spec is immutable).
+func (machineStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	m, oldM := obj.(*dockerio.MacOSMachine), old.(*dockerio.MacOSMachine)
+	m.Status = oldM.Status
+	if !apiequality.Semantic.DeepEqual(m.Spec, oldM.Spec) {
+		m.Generation = oldM.Generation + 1
+	}
+}
+
+func (machineStrategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	return validation.ValidateMacOSMachine(obj.(*dockerio.MacOSMachine))
+}
+
+func (machineStrategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
+
+func (machineStrategy) Canonicalize(runtime.Object) {}
+
+func (machineStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
+
+func (machineStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
+
+func (machineStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateMacOSMachineUpdate(obj.(*dockerio.MacOSMachine), old.(*dockerio.MacOSMachine))
+}
+
+func (machineStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+
+// machineStatusStrategy implements the status subresource's rules.
+type machineStatusStrategy struct {
+	machineStrategy
+}
+
+// StatusStrategy is the logic for writes to macosmachines/status. It may
+// change only what the controller observes; the identity and claim
+// references belong to the allocator and to bind, which change them in the
+// same transaction as the identity or the claim.
+var StatusStrategy = machineStatusStrategy{Strategy}
+
+var _ rest.ResetFieldsStrategy = StatusStrategy
+
+func (machineStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"dockerios.io/v1alpha1": fieldpath.NewSet(
+			fieldpath.MakePathOrDie("spec"),
+			fieldpath.MakePathOrDie("metadata", "labels"),
+			fieldpath.MakePathOrDie("metadata", "annotations"),
+			fieldpath.MakePathOrDie("metadata", "finalizers"),
+			fieldpath.MakePathOrDie("status", "identityRef"),
+			fieldpath.MakePathOrDie("status", "claimRef"),
+		),
+	}
+}
+
+func (machineStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	m, oldM := obj.(*dockerio.MacOSMachine), old.(*dockerio.MacOSMachine)
+	m.Spec = oldM.Spec
+	m.Labels, m.Annotations, m.Finalizers = oldM.Labels, oldM.Annotations, oldM.Finalizers
+	m.Status.IdentityRef = oldM.Status.IdentityRef
+	m.Status.ClaimRef = oldM.Status.ClaimRef
+}
+
+func (machineStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateMacOSMachineStatusUpdate(obj.(*dockerio.MacOSMachine), old.(*dockerio.MacOSMachine))
+}
+
+func (machineStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+
+// GetAttrs returns a machine's labels and the fields it can be selected by.
+func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	m, ok := obj.(*dockerio.MacOSMachine)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a MacOSMachine: %T", obj)
+	}
+	return m.Labels, SelectableFields(m), nil
+}
+
+// SelectableFields returns the fields of a machine that field selectors
+// match against; v1alpha1.SelectableFields lists the same keys.
+func SelectableFields(m *dockerio.MacOSMachine) fields.Set {
+	set := fields.Set{
+		"spec.className":          m.Spec.ClassName,
+		"spec.poolName":           m.Spec.PoolName,
+		"status.phase":            string(m.Status.Phase),
+		"status.identityRef.name": "",
+		"status.claimRef.name":    "",
+		"status.nodeName":         m.Status.NodeName,
+	}
+	if ref := m.Status.IdentityRef; ref != nil {
+		set["status.identityRef.name"] = ref.Name
+	}
+	if ref := m.Status.ClaimRef; ref != nil {
+		set["status.claimRef.name"] = ref.Name
+	}
+	return generic.AddObjectMetaFieldsSet(set, &m.ObjectMeta, true)
+}
+
+// Matcher selects machines by label and field.
+func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
+	return storage.SelectionPredicate{Label: label, Field: field, GetAttrs: GetAttrs}
+}

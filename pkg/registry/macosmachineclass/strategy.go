@@ -1,0 +1,161 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package macosmachineclass holds the rules the apiserver applies to
+// MacOSMachineClass writes, and how classes are printed and selected.
+package macosmachineclass
+
+import (
+	"context"
+	"fmt"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
+	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+)
+
+// classStrategy implements the main resource's rules for MacOSMachineClass.
+type classStrategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+}
+
+// Strategy is the logic for creating, updating and deleting classes. A class
+// is the shape of machines yet to be made: most of it may change, but the
+// identity pool and SMBIOS model may not, since existing machines hold
+// identities drawn under them.
+var Strategy = classStrategy{scheme.Scheme, names.SimpleNameGenerator}
+
+var (
+	_ rest.RESTCreateStrategy  = Strategy
+	_ rest.RESTUpdateStrategy  = Strategy
+	_ rest.RESTDeleteStrategy  = Strategy
+	_ rest.ResetFieldsStrategy = Strategy
+)
+
+func (classStrategy) NamespaceScoped() bool { return false }
+
+// GetResetFields says status is the controller's, never a manifest's.
+func (classStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
+	}
+}
+
+func (classStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	c := obj.(*dockerio.MacOSMachineClass)
+	c.Status = dockerio.MacOSMachineClassStatus{}
+	c.Generation = 1
+}
+
+func (classStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	c, oldC := obj.(*dockerio.MacOSMachineClass), old.(*dockerio.MacOSMachineClass)
+	c.Status = oldC.Status
+	if !apiequality.Semantic.DeepEqual(c.Spec, oldC.Spec) {
+		c.Generation = oldC.Generation + 1
+	}
+}
+
+func (classStrategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	return validation.ValidateMacOSMachineClass(obj.(*dockerio.MacOSMachineClass))
+}
+
+func (classStrategy) WarningsOnCreate(_ context.Context, obj runtime.Object) []string {
+	return validation.WarningsForMacOSMachineClass(obj.(*dockerio.MacOSMachineClass))
+}
+
+func (classStrategy) Canonicalize(runtime.Object) {}
+
+func (classStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
+
+func (classStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
+
+func (classStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateMacOSMachineClassUpdate(obj.(*dockerio.MacOSMachineClass), old.(*dockerio.MacOSMachineClass))
+}
+
+func (classStrategy) WarningsOnUpdate(_ context.Context, obj, _ runtime.Object) []string {
+	return validation.WarningsForMacOSMachineClass(obj.(*dockerio.MacOSMachineClass))
+}
+
+// classStatusStrategy implements the status subresource's rules.
+type classStatusStrategy struct {
+	classStrategy
+}
+
+// StatusStrategy is the logic for writes to macosmachineclasses/status,
+// where the controller says whether new machines of the class are held back.
+var StatusStrategy = classStatusStrategy{Strategy}
+
+func (classStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"dockerios.io/v1alpha1": fieldpath.NewSet(
+			fieldpath.MakePathOrDie("spec"),
+			fieldpath.MakePathOrDie("metadata", "labels"),
+			fieldpath.MakePathOrDie("metadata", "annotations"),
+			fieldpath.MakePathOrDie("metadata", "finalizers"),
+		),
+	}
+}
+
+func (classStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	c, oldC := obj.(*dockerio.MacOSMachineClass), old.(*dockerio.MacOSMachineClass)
+	c.Spec = oldC.Spec
+	c.Labels, c.Annotations, c.Finalizers = oldC.Labels, oldC.Annotations, oldC.Finalizers
+}
+
+func (classStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateMacOSMachineClassStatusUpdate(obj.(*dockerio.MacOSMachineClass), old.(*dockerio.MacOSMachineClass))
+}
+
+func (classStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+
+// GetAttrs returns a class's labels and the fields it can be selected by.
+func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	c, ok := obj.(*dockerio.MacOSMachineClass)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a MacOSMachineClass: %T", obj)
+	}
+	return c.Labels, SelectableFields(c), nil
+}
+
+// SelectableFields returns the fields of a class that field selectors match
+// against; v1alpha1.SelectableFields lists the same keys.
+func SelectableFields(c *dockerio.MacOSMachineClass) fields.Set {
+	return generic.AddObjectMetaFieldsSet(fields.Set{
+		"spec.imageName":        c.Spec.ImageName,
+		"spec.identityPoolName": c.Spec.IdentityPoolName,
+		"spec.smbiosModel":      c.Spec.SMBIOSModel,
+	}, &c.ObjectMeta, false)
+}
+
+// Matcher selects classes by label and field.
+func Matcher(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
+	return storage.SelectionPredicate{Label: label, Field: field, GetAttrs: GetAttrs}
+}
