@@ -16,7 +16,7 @@ MODULE="$(go list -m)"
 CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
 BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 # Generators install into bin/ rather than the user's GOPATH.
-export GOBIN="${ROOT}/bin/codegen"
+export GOBIN="${CODEGEN_BIN:-${ROOT}/bin/codegen}"
 mkdir -p "${GOBIN}"
 
 # shellcheck source=/dev/null
