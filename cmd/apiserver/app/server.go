@@ -1,0 +1,273 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package app holds the DockerIOS apiserver's command: its options, how
+// they become a server config, and how the server is run, in one of two
+// ways:
+//
+//   - behind kube-apiserver (the default): an aggregated API server with
+//     delegated authentication and authorization (the usual
+//     RecommendedOptions), reached through an APIService;
+//   - --local: a standalone development server on 127.0.0.1 that makes its
+//     own CA, serving certificate and admin client certificate, writes a
+//     kubeconfig, and needs nothing else installed.
+//
+// Either way, without --etcd-servers the server runs an embedded etcd in
+// --data-dir.
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/apiserver"
+	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/embeddedetcd"
+	generatedopenapi "github.com/dockerios/dockerios/pkg/generated/openapi"
+	"github.com/dockerios/dockerios/pkg/localpki"
+)
+
+const (
+	// EtcdPrefix is where DockerIOS keeps its objects in etcd.
+	EtcdPrefix = "/registry/dockerios.io"
+	// DefaultSecurePort is unprivileged, so the server runs as non-root.
+	DefaultSecurePort = 9443
+	// DefaultDataDir holds the embedded etcd and the local mode's files.
+	DefaultDataDir = ".dockerios"
+	// LocalKubeconfigName is the kubeconfig --local writes into --data-dir.
+	LocalKubeconfigName = "admin.kubeconfig"
+)
+
+// Options are the apiserver's flags.
+type Options struct {
+	RecommendedOptions *genericoptions.RecommendedOptions
+
+	// Local runs the standalone development mode.
+	Local bool
+	// DataDir holds the embedded etcd data and, in local mode, the PKI and kubeconfig.
+	DataDir string
+
+	Out, ErrOut io.Writer
+}
+
+// NewOptions returns the defaults.
+func NewOptions(out, errOut io.Writer) *Options {
+	o := &Options{
+		RecommendedOptions: genericoptions.NewRecommendedOptions(EtcdPrefix, scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
+		DataDir:            DefaultDataDir,
+		Out:                out,
+		ErrOut:             errOut,
+	}
+	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
+	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
+	return o
+}
+
+// NewCommand returns the apiserver command.
+func NewCommand(ctx context.Context, o *Options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dockerios-apiserver",
+		Short: "Serve the dockerios.io API: macOS machines as Kubernetes resources",
+		Long: `dockerios-apiserver serves the dockerios.io API group (macOS machine classes,
+images, identities, machines, pools and claims) from etcd.
+
+Behind kube-apiserver it is an aggregated API server with delegated
+authentication and authorization. With --local it is a standalone
+development server on 127.0.0.1 that writes its own kubeconfig.
+Without --etcd-servers it runs an embedded etcd in --data-dir.`,
+		SilenceUsage: true,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			return o.Run(c.Context())
+		},
+	}
+	cmd.SetContext(ctx)
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// AddFlags adds the options' flags to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.RecommendedOptions.AddFlags(fs)
+	fs.BoolVar(&o.Local, "local", o.Local, "Run standalone on 127.0.0.1 for development: make a CA, serving and admin certificates and an admin kubeconfig in --data-dir; no kube-apiserver is needed.")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the embedded etcd (used when --etcd-servers is empty) and for --local's certificates and kubeconfig.")
+}
+
+// Complete fills in what follows from other options.
+func (o *Options) Complete() error {
+	if !o.Local {
+		return nil
+	}
+	// Standalone: nobody to delegate to. Client certificates from our own
+	// CA authenticate; system:masters is allowed everything and everyone
+	// else nothing. There is no core API to watch namespaces or webhooks
+	// from, so admission and priority-and-fairness (which read it) are off.
+	ro := o.RecommendedOptions
+	ro.SecureServing.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
+	ro.Authentication.RemoteKubeConfigFileOptional = true
+	ro.Authentication.SkipInClusterLookup = true
+	ro.Authentication.RemoteKubeConfigFile = ""
+	ro.Authentication.ClientCert.ClientCA = filepath.Join(o.pkiDir(), "ca.crt")
+	ro.Authorization.RemoteKubeConfigFileOptional = true
+	ro.Authorization.RemoteKubeConfigFile = ""
+	ro.Authorization.AlwaysAllowGroups = []string{localpki.AdminGroup}
+	ro.CoreAPI = nil
+	ro.Admission = nil
+	ro.Features.EnablePriorityAndFairness = false
+	return nil
+}
+
+// Validate checks the options once etcd servers are known.
+func (o *Options) Validate() error {
+	errs := o.RecommendedOptions.Validate()
+	if o.DataDir == "" {
+		errs = append(errs, fmt.Errorf("--data-dir must not be empty"))
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// EmbedsEtcd says whether the server runs its own etcd.
+func (o *Options) EmbedsEtcd() bool {
+	return len(o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList) == 0
+}
+
+// KubeconfigPath is where --local writes the admin kubeconfig.
+func (o *Options) KubeconfigPath() string { return filepath.Join(o.DataDir, LocalKubeconfigName) }
+
+func (o *Options) pkiDir() string { return filepath.Join(o.DataDir, "pki") }
+
+// Config turns the options into a server config.
+func (o *Options) Config() (*apiserver.Config, error) {
+	if o.Local {
+		bundle, err := localpki.Ensure(o.pkiDir(), []string{"localhost", "127.0.0.1"}, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("preparing local certificates: %w", err)
+		}
+		o.RecommendedOptions.SecureServing.ServerCert.CertKey = genericoptions.CertKey{CertFile: bundle.ServingCert, KeyFile: bundle.ServingKey}
+	} else if err := o.RecommendedOptions.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+
+	cfg := genericapiserver.NewRecommendedConfig(scheme.Codecs)
+	namer := openapi.NewDefinitionNamer(scheme.Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "DockerIOS"
+	cfg.OpenAPIConfig.Info.Version = "v1alpha1"
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "DockerIOS"
+	cfg.OpenAPIV3Config.Info.Version = "v1alpha1"
+	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.FeatureGate = utilfeature.DefaultFeatureGate
+
+	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
+		return nil, err
+	}
+	return &apiserver.Config{GenericConfig: cfg}, nil
+}
+
+// Run starts the embedded etcd if needed, then serves until ctx is done.
+func (o *Options) Run(ctx context.Context) error {
+	if o.EmbedsEtcd() {
+		etcd, err := embeddedetcd.Start(filepath.Join(o.DataDir, "etcd"), filepath.Join(o.DataDir, "etcd.log"))
+		if err != nil {
+			return err
+		}
+		defer etcd.Stop()
+		o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = []string{etcd.ClientURL}
+		klog.InfoS("Running embedded etcd", "dataDir", filepath.Join(o.DataDir, "etcd"), "clientURL", etcd.ClientURL)
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	config, err := o.Config()
+	if err != nil {
+		return err
+	}
+	server, err := config.Complete().New()
+	if err != nil {
+		return err
+	}
+	if o.Local {
+		server.GenericAPIServer.AddPostStartHookOrDie("dockerios-local-kubeconfig", func(genericapiserver.PostStartHookContext) error {
+			if err := o.writeLocalKubeconfig(); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Out, "DockerIOS is serving on https://%s\nUse it with:\n  kubectl --kubeconfig %s api-resources --api-group=dockerios.io\n",
+				o.serverAddress(), o.KubeconfigPath())
+			return nil
+		})
+	}
+	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}
+
+func (o *Options) serverAddress() string {
+	ss := o.RecommendedOptions.SecureServing
+	return net.JoinHostPort(ss.BindAddress.String(), strconv.Itoa(ss.BindPort))
+}
+
+// writeLocalKubeconfig writes a kubeconfig for the admin client certificate,
+// replacing the file atomically so a reader never sees half of it.
+func (o *Options) writeLocalKubeconfig() error {
+	pki := o.pkiDir()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["dockerios-local"] = &clientcmdapi.Cluster{
+		Server:               "https://" + o.serverAddress(),
+		CertificateAuthority: filepath.Join(pki, "ca.crt"),
+	}
+	cfg.AuthInfos[localpki.AdminUser] = &clientcmdapi.AuthInfo{
+		ClientCertificate: filepath.Join(pki, "admin.crt"),
+		ClientKey:         filepath.Join(pki, "admin.key"),
+	}
+	cfg.Contexts["dockerios-local"] = &clientcmdapi.Context{Cluster: "dockerios-local", AuthInfo: localpki.AdminUser, Namespace: "default"}
+	cfg.CurrentContext = "dockerios-local"
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		return err
+	}
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	tmp := o.KubeconfigPath() + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, o.KubeconfigPath())
+}

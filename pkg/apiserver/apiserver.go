@@ -1,0 +1,129 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package apiserver builds the DockerIOS API server from a generic server
+// config: it installs the dockerios.io group and its resources. It owns
+// nothing else — options and flags are in cmd/apiserver, rules per resource
+// in pkg/registry.
+package apiserver
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	imagestorage "github.com/dockerios/dockerios/pkg/registry/macosimage/storage"
+	identitystorage "github.com/dockerios/dockerios/pkg/registry/macosidentity/storage"
+	identitypoolstorage "github.com/dockerios/dockerios/pkg/registry/macosidentitypool/storage"
+	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
+	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
+	classstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclass/storage"
+	poolstorage "github.com/dockerios/dockerios/pkg/registry/macosmachinepool/storage"
+)
+
+// Config is the generic server config plus what DockerIOS adds to it.
+type Config struct {
+	GenericConfig *genericapiserver.RecommendedConfig
+}
+
+// CompletedConfig is a Config with every default filled in.
+type CompletedConfig struct {
+	GenericConfig genericapiserver.CompletedConfig
+}
+
+// Server is the DockerIOS API server.
+type Server struct {
+	GenericAPIServer *genericapiserver.GenericAPIServer
+}
+
+// Complete fills in the defaults of the generic config.
+func (c *Config) Complete() CompletedConfig {
+	return CompletedConfig{GenericConfig: c.GenericConfig.Complete()}
+}
+
+// New returns a server serving dockerios.io/v1alpha1 from the configured storage.
+func (c CompletedConfig) New() (*Server, error) {
+	generic, err := c.GenericConfig.New("dockerios-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+	storage, err := v1alpha1Storage(c.GenericConfig.RESTOptionsGetter)
+	if err != nil {
+		return nil, err
+	}
+	group := genericapiserver.NewDefaultAPIGroupInfo(dockerio.GroupName, scheme.Scheme, metav1.ParameterCodec, scheme.Codecs)
+	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storage
+	if err := generic.InstallAPIGroup(&group); err != nil {
+		return nil, err
+	}
+	return &Server{GenericAPIServer: generic}, nil
+}
+
+// v1alpha1Storage returns the REST storage of every v1alpha1 resource and
+// subresource, keyed by path as the generic server expects.
+func v1alpha1Storage(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+	class, err := classstorage.NewStorage(opts)
+	if err != nil {
+		return nil, fmt.Errorf("macosmachineclasses: %w", err)
+	}
+	image, err := imagestorage.NewStorage(opts)
+	if err != nil {
+		return nil, fmt.Errorf("macosimages: %w", err)
+	}
+	identityPool, err := identitypoolstorage.NewStorage(opts)
+	if err != nil {
+		return nil, fmt.Errorf("macosidentitypools: %w", err)
+	}
+	identity, err := identitystorage.NewStorage(opts)
+	if err != nil {
+		return nil, fmt.Errorf("macosidentities: %w", err)
+	}
+	machine, err := machinestorage.NewStorage(opts)
+	if err != nil {
+		return nil, fmt.Errorf("macosmachines: %w", err)
+	}
+	pool, err := poolstorage.NewStorage(opts)
+	if err != nil {
+		return nil, fmt.Errorf("macosmachinepools: %w", err)
+	}
+	claim, err := claimstorage.NewStorage(opts)
+	if err != nil {
+		return nil, fmt.Errorf("macosmachineclaims: %w", err)
+	}
+	return map[string]rest.Storage{
+		"macosmachineclasses":        class.Class,
+		"macosmachineclasses/status": class.Status,
+		"macosimages":                image.Image,
+		"macosimages/status":         image.Status,
+		"macosidentitypools":         identityPool.Pool,
+		"macosidentitypools/status":  identityPool.Status,
+		"macosidentities":            identity.Identity,
+		"macosidentities/status":     identity.Status,
+		"macosmachines":              machine.Machine,
+		"macosmachines/status":       machine.Status,
+		"macosmachinepools":          pool.Pool,
+		"macosmachinepools/status":   pool.Status,
+		"macosmachinepools/scale":    pool.Scale,
+		"macosmachineclaims":         claim.Claim,
+		"macosmachineclaims/status":  claim.Status,
+	}, nil
+}
