@@ -1,0 +1,55 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package integration
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/dockerios/dockerios/test/framework"
+)
+
+// Each case writes objects, stops the server one way, starts a new one on the
+// same data directory, and expects every object back unchanged.
+func TestRestart_ObjectsSurviveWithTheEmbeddedEtcd(t *testing.T) {
+	for name, stop := range map[string]func(*framework.LocalServer, testing.TB){
+		"clean shutdown (SIGTERM)": (*framework.LocalServer).Stop,
+		"crash (SIGKILL)":          (*framework.LocalServer).Kill,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			first := framework.StartLocalServer(t, dataDir)
+			k := framework.NewKubectl(t, first.Kubeconfig)
+			k.MustRun(t, "", "create", "-f", examplesDir(t))
+			k.MustRun(t, "", "patch", "mm", "mac-1", "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Provisioning"}}`)
+			const query = "get mm,mmclass,mid,mipool,mimg,mmpool,mmclaim -A -o custom-columns=KIND:.kind,NAME:.metadata.name,UID:.metadata.uid,RV:.metadata.resourceVersion,PHASE:.status.phase"
+			before := k.MustRun(t, "", strings.Fields(query)...)
+			stop(first, t)
+
+			second := framework.StartLocalServer(t, dataDir)
+			k = framework.NewKubectl(t, second.Kubeconfig)
+			after := k.MustRun(t, "", strings.Fields(query)...)
+			assert.Equal(t, before, after)
+			assert.Contains(t, after, "Provisioning", "status written before the stop is kept")
+
+			// The same kubeconfig credentials keep working: the CA was reused.
+			assert.Contains(t, k.MustRun(t, "", "get", "mm", "mac-1", "-o", "name"), "mac-1")
+		})
+	}
+}
