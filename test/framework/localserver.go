@@ -107,9 +107,9 @@ type LocalServer struct {
 	exited chan struct{}
 }
 
-// StartLocalServer runs the apiserver with --local in dataDir and waits
-// until it is ready. The server is stopped when the test ends.
-func StartLocalServer(t testing.TB, dataDir string) *LocalServer {
+// StartLocalServer runs the apiserver with --local in dataDir (and any extra
+// flags) and waits until it is ready. The server is stopped when the test ends.
+func StartLocalServer(t testing.TB, dataDir string, extraArgs ...string) *LocalServer {
 	t.Helper()
 	port := FreePort(t)
 	s := &LocalServer{
@@ -119,7 +119,8 @@ func StartLocalServer(t testing.TB, dataDir string) *LocalServer {
 		output:     &syncBuffer{},
 		exited:     make(chan struct{}),
 	}
-	s.cmd = exec.Command(APIServerBinary(t), "--local", "--data-dir", dataDir, "--secure-port", fmt.Sprint(port))
+	args := append([]string{"--local", "--data-dir", dataDir, "--secure-port", fmt.Sprint(port)}, extraArgs...)
+	s.cmd = exec.Command(APIServerBinary(t), args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("starting the apiserver: %v", err)

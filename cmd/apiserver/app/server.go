@@ -64,8 +64,11 @@ import (
 )
 
 const (
-	// EtcdPrefix is where DockerIOS keeps its objects in etcd.
-	EtcdPrefix = "/registry/dockerios.io"
+	// EtcdPrefix is where DockerIOS keeps its objects in etcd; the store adds
+	// <group>/<resource>, so a machine is at
+	// /registry/dockerios.io/macosmachines/<namespace>/<name>, where
+	// kube-apiserver would keep a custom resource of the same group.
+	EtcdPrefix = "/registry"
 	// DefaultSecurePort is unprivileged, so the server runs as non-root.
 	DefaultSecurePort = 9443
 	// DefaultDataDir holds the embedded etcd and the local mode's files.
