@@ -13,6 +13,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "${ROOT}"
 
 MODULE="$(go list -m)"
+# `go list -m` does not download; on a fresh machine the module must be fetched first.
+go mod download k8s.io/code-generator
 CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
 BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 # Generators install into bin/ rather than the user's GOPATH.
