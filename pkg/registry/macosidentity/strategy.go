@@ -35,24 +35,22 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
 	"github.com/dockerios/dockerios/pkg/identity"
+	"github.com/dockerios/dockerios/pkg/registry/defaultstrategy"
 )
 
 // identityStrategy implements the main resource's rules for MacOSIdentity.
 type identityStrategy struct {
-	runtime.ObjectTyper
-	names.NameGenerator
+	defaultstrategy.Base
 }
 
 // Strategy is the logic for creating, updating and deleting identities. The
 // spec is immutable: a machine may already boot with its values.
-var Strategy = identityStrategy{scheme.Scheme, names.SimpleNameGenerator}
+var Strategy = identityStrategy{defaultstrategy.New()}
 
 var (
 	_ rest.RESTCreateStrategy  = Strategy
@@ -62,13 +60,6 @@ var (
 )
 
 func (identityStrategy) NamespaceScoped() bool { return false }
-
-// GetResetFields says the allocation is never a manifest's.
-func (identityStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
-	}
-}
 
 // PrepareForCreate drops any allocation the request carried (only the
 // allocator allocates) and canonicalizes the values, so that "aa:bb…" and
@@ -98,20 +89,8 @@ func (identityStrategy) Validate(_ context.Context, obj runtime.Object) field.Er
 	return validation.ValidateMacOSIdentity(obj.(*dockerio.MacOSIdentity))
 }
 
-func (identityStrategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
-
-func (identityStrategy) Canonicalize(runtime.Object) {}
-
-func (identityStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
-
-func (identityStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-
 func (identityStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSIdentityUpdate(obj.(*dockerio.MacOSIdentity), old.(*dockerio.MacOSIdentity))
-}
-
-func (identityStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // identityStatusStrategy implements the status subresource's rules.
@@ -126,30 +105,18 @@ type identityStatusStrategy struct {
 var StatusStrategy = identityStatusStrategy{Strategy}
 
 func (identityStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"),
-			fieldpath.MakePathOrDie("metadata", "labels"),
-			fieldpath.MakePathOrDie("metadata", "annotations"),
-			fieldpath.MakePathOrDie("metadata", "finalizers"),
-			fieldpath.MakePathOrDie("status", "allocation"),
-		),
-	}
+	return defaultstrategy.StatusResetFields(fieldpath.MakePathOrDie("status", "allocation"))
 }
 
 func (identityStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	id, oldID := obj.(*dockerio.MacOSIdentity), old.(*dockerio.MacOSIdentity)
 	id.Spec = oldID.Spec
-	id.Labels, id.Annotations, id.Finalizers = oldID.Labels, oldID.Annotations, oldID.Finalizers
+	defaultstrategy.KeepMetadataOnStatusWrite(id, oldID)
 	id.Status.Allocation = oldID.Status.Allocation
 }
 
 func (identityStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSIdentityStatusUpdate(obj.(*dockerio.MacOSIdentity), old.(*dockerio.MacOSIdentity))
-}
-
-func (identityStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // GetAttrs returns an identity's labels and the fields it can be selected by.

@@ -30,23 +30,21 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/registry/defaultstrategy"
 )
 
 // poolStrategy implements the main resource's rules for MacOSIdentityPool.
 type poolStrategy struct {
-	runtime.ObjectTyper
-	names.NameGenerator
+	defaultstrategy.Base
 }
 
 // Strategy is the logic for creating, updating and deleting identity pools.
 // The model is fixed at create: every identity in the pool was made for it.
-var Strategy = poolStrategy{scheme.Scheme, names.SimpleNameGenerator}
+var Strategy = poolStrategy{defaultstrategy.New()}
 
 var (
 	_ rest.RESTCreateStrategy  = Strategy
@@ -56,13 +54,6 @@ var (
 )
 
 func (poolStrategy) NamespaceScoped() bool { return false }
-
-// GetResetFields says the counts in status are never a manifest's.
-func (poolStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
-	}
-}
 
 func (poolStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	p := obj.(*dockerio.MacOSIdentityPool)
@@ -82,20 +73,8 @@ func (poolStrategy) Validate(_ context.Context, obj runtime.Object) field.ErrorL
 	return validation.ValidateMacOSIdentityPool(obj.(*dockerio.MacOSIdentityPool))
 }
 
-func (poolStrategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
-
-func (poolStrategy) Canonicalize(runtime.Object) {}
-
-func (poolStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
-
-func (poolStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-
 func (poolStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSIdentityPoolUpdate(obj.(*dockerio.MacOSIdentityPool), old.(*dockerio.MacOSIdentityPool))
-}
-
-func (poolStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // poolStatusStrategy implements the status subresource's rules.
@@ -108,28 +87,17 @@ type poolStatusStrategy struct {
 var StatusStrategy = poolStatusStrategy{Strategy}
 
 func (poolStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"),
-			fieldpath.MakePathOrDie("metadata", "labels"),
-			fieldpath.MakePathOrDie("metadata", "annotations"),
-			fieldpath.MakePathOrDie("metadata", "finalizers"),
-		),
-	}
+	return defaultstrategy.StatusResetFields()
 }
 
 func (poolStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	p, oldP := obj.(*dockerio.MacOSIdentityPool), old.(*dockerio.MacOSIdentityPool)
 	p.Spec = oldP.Spec
-	p.Labels, p.Annotations, p.Finalizers = oldP.Labels, oldP.Annotations, oldP.Finalizers
+	defaultstrategy.KeepMetadataOnStatusWrite(p, oldP)
 }
 
 func (poolStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSIdentityPoolStatusUpdate(obj.(*dockerio.MacOSIdentityPool), old.(*dockerio.MacOSIdentityPool))
-}
-
-func (poolStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // GetAttrs returns a pool's labels and the fields it can be selected by.

@@ -30,24 +30,22 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/registry/defaultstrategy"
 )
 
 // imageStrategy implements the main resource's rules for MacOSImage.
 type imageStrategy struct {
-	runtime.ObjectTyper
-	names.NameGenerator
+	defaultstrategy.Base
 }
 
 // Strategy is the logic for creating, updating and deleting images. An
 // image may be pointed at a new source: machines already cloned keep their
 // disks, machines cloned afterwards get the new one.
-var Strategy = imageStrategy{scheme.Scheme, names.SimpleNameGenerator}
+var Strategy = imageStrategy{defaultstrategy.New()}
 
 var (
 	_ rest.RESTCreateStrategy  = Strategy
@@ -57,13 +55,6 @@ var (
 )
 
 func (imageStrategy) NamespaceScoped() bool { return false }
-
-// GetResetFields says status is the controller's, never a manifest's.
-func (imageStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
-	}
-}
 
 func (imageStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	img := obj.(*dockerio.MacOSImage)
@@ -85,20 +76,8 @@ func (imageStrategy) Validate(_ context.Context, obj runtime.Object) field.Error
 	return validation.ValidateMacOSImage(obj.(*dockerio.MacOSImage))
 }
 
-func (imageStrategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
-
-func (imageStrategy) Canonicalize(runtime.Object) {}
-
-func (imageStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
-
-func (imageStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-
 func (imageStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSImageUpdate(obj.(*dockerio.MacOSImage), old.(*dockerio.MacOSImage))
-}
-
-func (imageStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // imageStatusStrategy implements the status subresource's rules.
@@ -111,28 +90,17 @@ type imageStatusStrategy struct {
 var StatusStrategy = imageStatusStrategy{Strategy}
 
 func (imageStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"),
-			fieldpath.MakePathOrDie("metadata", "labels"),
-			fieldpath.MakePathOrDie("metadata", "annotations"),
-			fieldpath.MakePathOrDie("metadata", "finalizers"),
-		),
-	}
+	return defaultstrategy.StatusResetFields()
 }
 
 func (imageStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	img, oldImg := obj.(*dockerio.MacOSImage), old.(*dockerio.MacOSImage)
 	img.Spec = oldImg.Spec
-	img.Labels, img.Annotations, img.Finalizers = oldImg.Labels, oldImg.Annotations, oldImg.Finalizers
+	defaultstrategy.KeepMetadataOnStatusWrite(img, oldImg)
 }
 
 func (imageStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSImageStatusUpdate(obj.(*dockerio.MacOSImage), old.(*dockerio.MacOSImage))
-}
-
-func (imageStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // GetAttrs returns an image's labels and the fields it can be selected by.

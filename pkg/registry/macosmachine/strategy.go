@@ -37,24 +37,22 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/registry/defaultstrategy"
 )
 
 // machineStrategy implements the main resource's rules for MacOSMachine.
 type machineStrategy struct {
-	runtime.ObjectTyper
-	names.NameGenerator
+	defaultstrategy.Base
 }
 
 // Strategy is the logic for creating, updating and deleting MacOSMachine
 // objects through the main resource. It never writes status: status is what
 // the controller observed, and reaches storage only through StatusStrategy.
-var Strategy = machineStrategy{scheme.Scheme, names.SimpleNameGenerator}
+var Strategy = machineStrategy{defaultstrategy.New()}
 
 var (
 	_ rest.RESTCreateStrategy  = Strategy
@@ -64,14 +62,6 @@ var (
 )
 
 func (machineStrategy) NamespaceScoped() bool { return true }
-
-// GetResetFields says status is not the main resource's to set, so that
-// server-side apply of a manifest never claims ownership of it.
-func (machineStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
-	}
-}
 
 // PrepareForCreate starts every machine Pending with no observed status and
 // with the teardown finalizer, so that no machine can vanish before its VM,
@@ -99,20 +89,8 @@ func (machineStrategy) Validate(_ context.Context, obj runtime.Object) field.Err
 	return validation.ValidateMacOSMachine(obj.(*dockerio.MacOSMachine))
 }
 
-func (machineStrategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
-
-func (machineStrategy) Canonicalize(runtime.Object) {}
-
-func (machineStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
-
-func (machineStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-
 func (machineStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSMachineUpdate(obj.(*dockerio.MacOSMachine), old.(*dockerio.MacOSMachine))
-}
-
-func (machineStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // machineStatusStrategy implements the status subresource's rules.
@@ -129,32 +107,22 @@ var StatusStrategy = machineStatusStrategy{Strategy}
 var _ rest.ResetFieldsStrategy = StatusStrategy
 
 func (machineStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"),
-			fieldpath.MakePathOrDie("metadata", "labels"),
-			fieldpath.MakePathOrDie("metadata", "annotations"),
-			fieldpath.MakePathOrDie("metadata", "finalizers"),
-			fieldpath.MakePathOrDie("status", "identityRef"),
-			fieldpath.MakePathOrDie("status", "claimRef"),
-		),
-	}
+	return defaultstrategy.StatusResetFields(
+		fieldpath.MakePathOrDie("status", "identityRef"),
+		fieldpath.MakePathOrDie("status", "claimRef"),
+	)
 }
 
 func (machineStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	m, oldM := obj.(*dockerio.MacOSMachine), old.(*dockerio.MacOSMachine)
 	m.Spec = oldM.Spec
-	m.Labels, m.Annotations, m.Finalizers = oldM.Labels, oldM.Annotations, oldM.Finalizers
+	defaultstrategy.KeepMetadataOnStatusWrite(m, oldM)
 	m.Status.IdentityRef = oldM.Status.IdentityRef
 	m.Status.ClaimRef = oldM.Status.ClaimRef
 }
 
 func (machineStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSMachineStatusUpdate(obj.(*dockerio.MacOSMachine), old.(*dockerio.MacOSMachine))
-}
-
-func (machineStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // GetAttrs returns a machine's labels and the fields it can be selected by.

@@ -33,23 +33,21 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/registry/defaultstrategy"
 )
 
 // claimStrategy implements the main resource's rules for MacOSMachineClaim.
 type claimStrategy struct {
-	runtime.ObjectTyper
-	names.NameGenerator
+	defaultstrategy.Base
 }
 
 // Strategy is the logic for creating, updating and deleting claims. The
 // spec is immutable: a claim may already be bound on its terms.
-var Strategy = claimStrategy{scheme.Scheme, names.SimpleNameGenerator}
+var Strategy = claimStrategy{defaultstrategy.New()}
 
 var (
 	_ rest.RESTCreateStrategy  = Strategy
@@ -59,13 +57,6 @@ var (
 )
 
 func (claimStrategy) NamespaceScoped() bool { return true }
-
-// GetResetFields says status is never a manifest's.
-func (claimStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
-	}
-}
 
 // PrepareForCreate starts every claim Pending and unbound.
 func (claimStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
@@ -83,20 +74,8 @@ func (claimStrategy) Validate(_ context.Context, obj runtime.Object) field.Error
 	return validation.ValidateMacOSMachineClaim(obj.(*dockerio.MacOSMachineClaim))
 }
 
-func (claimStrategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
-
-func (claimStrategy) Canonicalize(runtime.Object) {}
-
-func (claimStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
-
-func (claimStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-
 func (claimStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSMachineClaimUpdate(obj.(*dockerio.MacOSMachineClaim), old.(*dockerio.MacOSMachineClaim))
-}
-
-func (claimStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // claimStatusStrategy implements the status subresource's rules.
@@ -111,32 +90,22 @@ type claimStatusStrategy struct {
 var StatusStrategy = claimStatusStrategy{Strategy}
 
 func (claimStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"),
-			fieldpath.MakePathOrDie("metadata", "labels"),
-			fieldpath.MakePathOrDie("metadata", "annotations"),
-			fieldpath.MakePathOrDie("metadata", "finalizers"),
-			fieldpath.MakePathOrDie("status", "machineName"),
-			fieldpath.MakePathOrDie("status", "boundTime"),
-		),
-	}
+	return defaultstrategy.StatusResetFields(
+		fieldpath.MakePathOrDie("status", "machineName"),
+		fieldpath.MakePathOrDie("status", "boundTime"),
+	)
 }
 
 func (claimStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	c, oldC := obj.(*dockerio.MacOSMachineClaim), old.(*dockerio.MacOSMachineClaim)
 	c.Spec = oldC.Spec
-	c.Labels, c.Annotations, c.Finalizers = oldC.Labels, oldC.Annotations, oldC.Finalizers
+	defaultstrategy.KeepMetadataOnStatusWrite(c, oldC)
 	c.Status.MachineName = oldC.Status.MachineName
 	c.Status.BoundTime = oldC.Status.BoundTime
 }
 
 func (claimStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSMachineClaimStatusUpdate(obj.(*dockerio.MacOSMachineClaim), old.(*dockerio.MacOSMachineClaim))
-}
-
-func (claimStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // GetAttrs returns a claim's labels and the fields it can be selected by.

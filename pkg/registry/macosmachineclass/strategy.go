@@ -30,25 +30,23 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/registry/defaultstrategy"
 )
 
 // classStrategy implements the main resource's rules for MacOSMachineClass.
 type classStrategy struct {
-	runtime.ObjectTyper
-	names.NameGenerator
+	defaultstrategy.Base
 }
 
 // Strategy is the logic for creating, updating and deleting classes. A class
 // is the shape of machines yet to be made: most of it may change, but the
 // identity pool and SMBIOS model may not, since existing machines hold
 // identities drawn under them.
-var Strategy = classStrategy{scheme.Scheme, names.SimpleNameGenerator}
+var Strategy = classStrategy{defaultstrategy.New()}
 
 var (
 	_ rest.RESTCreateStrategy  = Strategy
@@ -58,13 +56,6 @@ var (
 )
 
 func (classStrategy) NamespaceScoped() bool { return false }
-
-// GetResetFields says status is the controller's, never a manifest's.
-func (classStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
-	}
-}
 
 func (classStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	c := obj.(*dockerio.MacOSMachineClass)
@@ -88,12 +79,6 @@ func (classStrategy) WarningsOnCreate(_ context.Context, obj runtime.Object) []s
 	return validation.WarningsForMacOSMachineClass(obj.(*dockerio.MacOSMachineClass))
 }
 
-func (classStrategy) Canonicalize(runtime.Object) {}
-
-func (classStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
-
-func (classStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-
 func (classStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSMachineClassUpdate(obj.(*dockerio.MacOSMachineClass), old.(*dockerio.MacOSMachineClass))
 }
@@ -112,28 +97,23 @@ type classStatusStrategy struct {
 var StatusStrategy = classStatusStrategy{Strategy}
 
 func (classStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"),
-			fieldpath.MakePathOrDie("metadata", "labels"),
-			fieldpath.MakePathOrDie("metadata", "annotations"),
-			fieldpath.MakePathOrDie("metadata", "finalizers"),
-		),
-	}
+	return defaultstrategy.StatusResetFields()
 }
 
 func (classStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	c, oldC := obj.(*dockerio.MacOSMachineClass), old.(*dockerio.MacOSMachineClass)
 	c.Spec = oldC.Spec
-	c.Labels, c.Annotations, c.Finalizers = oldC.Labels, oldC.Annotations, oldC.Finalizers
+	defaultstrategy.KeepMetadataOnStatusWrite(c, oldC)
+}
+
+// WarningsOnUpdate is silent: the spec's warnings were given when it was
+// written, and a status write cannot change the spec.
+func (classStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
 }
 
 func (classStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSMachineClassStatusUpdate(obj.(*dockerio.MacOSMachineClass), old.(*dockerio.MacOSMachineClass))
-}
-
-func (classStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // GetAttrs returns a class's labels and the fields it can be selected by.

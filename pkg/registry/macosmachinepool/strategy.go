@@ -30,24 +30,22 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/registry/defaultstrategy"
 )
 
 // poolStrategy implements the main resource's rules for MacOSMachinePool.
 type poolStrategy struct {
-	runtime.ObjectTyper
-	names.NameGenerator
+	defaultstrategy.Base
 }
 
 // Strategy is the logic for creating, updating and deleting machine pools.
 // Replicas, the cap and the template may change; the class may not, since
 // the pool's machines were made from it.
-var Strategy = poolStrategy{scheme.Scheme, names.SimpleNameGenerator}
+var Strategy = poolStrategy{defaultstrategy.New()}
 
 var (
 	_ rest.RESTCreateStrategy  = Strategy
@@ -57,13 +55,6 @@ var (
 )
 
 func (poolStrategy) NamespaceScoped() bool { return true }
-
-// GetResetFields says status is the controller's, never a manifest's.
-func (poolStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
-	}
-}
 
 // PrepareForCreate starts with empty counts and the selector of the pool's
 // machines, so that the scale subresource and HPA work before the
@@ -86,20 +77,8 @@ func (poolStrategy) Validate(_ context.Context, obj runtime.Object) field.ErrorL
 	return validation.ValidateMacOSMachinePool(obj.(*dockerio.MacOSMachinePool))
 }
 
-func (poolStrategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
-
-func (poolStrategy) Canonicalize(runtime.Object) {}
-
-func (poolStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
-
-func (poolStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-
 func (poolStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSMachinePoolUpdate(obj.(*dockerio.MacOSMachinePool), old.(*dockerio.MacOSMachinePool))
-}
-
-func (poolStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // poolStatusStrategy implements the status subresource's rules.
@@ -113,30 +92,18 @@ type poolStatusStrategy struct {
 var StatusStrategy = poolStatusStrategy{Strategy}
 
 func (poolStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return map[fieldpath.APIVersion]*fieldpath.Set{
-		"dockerios.io/v1alpha1": fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"),
-			fieldpath.MakePathOrDie("metadata", "labels"),
-			fieldpath.MakePathOrDie("metadata", "annotations"),
-			fieldpath.MakePathOrDie("metadata", "finalizers"),
-			fieldpath.MakePathOrDie("status", "selector"),
-		),
-	}
+	return defaultstrategy.StatusResetFields(fieldpath.MakePathOrDie("status", "selector"))
 }
 
 func (poolStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	p, oldP := obj.(*dockerio.MacOSMachinePool), old.(*dockerio.MacOSMachinePool)
 	p.Spec = oldP.Spec
-	p.Labels, p.Annotations, p.Finalizers = oldP.Labels, oldP.Annotations, oldP.Finalizers
+	defaultstrategy.KeepMetadataOnStatusWrite(p, oldP)
 	p.Status.Selector = Selector(p.Name).String()
 }
 
 func (poolStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	return validation.ValidateMacOSMachinePoolStatusUpdate(obj.(*dockerio.MacOSMachinePool), old.(*dockerio.MacOSMachinePool))
-}
-
-func (poolStatusStrategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
 }
 
 // Selector selects the machines of the pool named name.
