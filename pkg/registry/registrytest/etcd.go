@@ -27,6 +27,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	etcd3testing "k8s.io/apiserver/pkg/storage/etcd3/testing"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/value"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
@@ -38,14 +39,47 @@ import (
 // apiserver encodes it: v1alpha1 JSON.
 func NewRESTOptions(t *testing.T, resource string) (generic.RESTOptions, *etcd3testing.EtcdTestServer) {
 	t.Helper()
+	getter := NewRESTOptionsGetter(t)
+	opts, err := getter.GetRESTOptions(dockerio.Resource(resource), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts, getter.Server
+}
+
+// RESTOptionsGetter hands out REST options for any resource, all stored in
+// one embedded etcd and laid out as the apiserver lays them out
+// (/registry/<group>/<resource>/...), as a RESTOptionsGetter of the server does.
+type RESTOptionsGetter struct {
+	Server *etcd3testing.EtcdTestServer
+	config storagebackend.Config
+	// Transformer, when set, is the storage transformer of every resource,
+	// as encryption at rest configures one.
+	Transformer value.Transformer
+}
+
+var _ generic.RESTOptionsGetter = &RESTOptionsGetter{}
+
+// NewRESTOptionsGetter starts an embedded etcd for the test, stopped when
+// the test ends.
+func NewRESTOptionsGetter(t testing.TB) *RESTOptionsGetter {
+	t.Helper()
 	server, config := etcd3testing.NewUnsecuredEtcd3TestClientServer(t)
 	t.Cleanup(func() { server.Terminate(t) })
+	config.Prefix = "/registry"
 	config.Codec = scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)
 	config.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
+	return &RESTOptionsGetter{Server: server, config: *config}
+}
+
+// GetRESTOptions implements generic.RESTOptionsGetter.
+func (g *RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
+	cfg := g.config
+	cfg.Transformer = g.Transformer
 	return generic.RESTOptions{
-		StorageConfig:           &storagebackend.ConfigForResource{Config: *config, GroupResource: dockerio.Resource(resource)},
+		StorageConfig:           &storagebackend.ConfigForResource{Config: cfg, GroupResource: gr},
 		Decorator:               generic.UndecoratedStorage,
 		DeleteCollectionWorkers: 1,
-		ResourcePrefix:          resource,
-	}, server
+		ResourcePrefix:          gr.Group + "/" + gr.Resource,
+	}, nil
 }

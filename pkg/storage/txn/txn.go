@@ -1,0 +1,278 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package txn writes several API objects and plain index keys in one etcd
+// transaction — what Kubernetes' storage has no way to do
+// (kubernetes/kubernetes#49658) — without forking how objects are stored.
+//
+// Objects are encoded exactly as the generic registry's etcd3 store encodes
+// them: the same key, PrepareObjectForStorage, the resource's storage codec,
+// then its storage transformer with the key as authenticated data. So the
+// generic store (and its watch cache) reads what this package writes, and
+// encryption at rest keeps working. Reads, lists and watches stay with the
+// generic store; this package only writes, and reads what it must compare.
+//
+// It knows nothing of identities or machines: the rules are the caller's.
+package txn
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/value"
+)
+
+// MaxOps is etcd's default limit on the operations of one transaction
+// (--max-txn-ops). A write here touches a handful of keys; reaching it is a bug.
+const MaxOps = 128
+
+// Resource encodes, decodes and locates the objects of one resource exactly
+// as that resource's generic etcd3 store does.
+type Resource struct {
+	GroupResource schema.GroupResource
+	namespaced    bool
+	// storagePrefix is what the etcd3 store puts before every store key.
+	storagePrefix string
+	// keyPrefix is etcd's key prefix of the resource, ending in "/": the
+	// storage prefix joined with the store's resource prefix.
+	keyPrefix   string
+	codec       runtime.Codec
+	transformer value.Transformer
+	versioner   storage.Versioner
+	newFunc     func() runtime.Object
+}
+
+// NewResource returns the Resource of gr, from the same RESTOptions the
+// generic store of gr is completed with.
+func NewResource(optsGetter generic.RESTOptionsGetter, gr schema.GroupResource, namespaced bool, newFunc func() runtime.Object) (*Resource, error) {
+	opts, err := optsGetter.GetRESTOptions(gr, newFunc())
+	if err != nil {
+		return nil, fmt.Errorf("storage options of %s: %w", gr, err)
+	}
+	cfg := opts.StorageConfig.Config
+	transformer := cfg.Transformer
+	if transformer == nil {
+		transformer = identityTransformer{}
+	}
+	// The generic store uses "/" + ResourcePrefix as the key prefix and the
+	// etcd3 store prepends path.Join("/", Prefix) + "/"; keys must be
+	// byte-identical to theirs.
+	storagePrefix := path.Join("/", cfg.Prefix)
+	if !strings.HasSuffix(storagePrefix, "/") {
+		storagePrefix += "/"
+	}
+	return &Resource{
+		GroupResource: gr,
+		namespaced:    namespaced,
+		storagePrefix: storagePrefix,
+		keyPrefix:     storagePrefix + strings.TrimPrefix(opts.ResourcePrefix, "/") + "/",
+		codec:         cfg.Codec,
+		transformer:   transformer,
+		versioner:     storage.APIObjectVersioner{},
+		newFunc:       newFunc,
+	}, nil
+}
+
+// Key returns the etcd key of the object namespace/name (namespace empty for
+// cluster-scoped resources).
+func (r *Resource) Key(namespace, name string) string {
+	if r.namespaced {
+		return r.keyPrefix + namespace + "/" + name
+	}
+	return r.keyPrefix + name
+}
+
+// KeyPrefix returns the etcd prefix under which every object of the
+// resource lives; nothing else may be written under it.
+func (r *Resource) KeyPrefix() string { return r.keyPrefix }
+
+// EtcdKey turns a key the generic store passed to its storage.Interface
+// (the store's KeyFunc result) into the etcd key the etcd3 store uses.
+func (r *Resource) EtcdKey(storeKey string) (string, error) {
+	full := r.storagePrefix + strings.TrimPrefix(storeKey, "/")
+	if !strings.HasPrefix(full, r.keyPrefix) || len(full) == len(r.keyPrefix) {
+		return "", fmt.Errorf("key %q is not a %s key", storeKey, r.GroupResource)
+	}
+	return full, nil
+}
+
+// Encode returns the bytes the etcd3 store would write for obj at key.
+// obj is not modified.
+func (r *Resource) Encode(ctx context.Context, key string, obj runtime.Object) ([]byte, error) {
+	obj = obj.DeepCopyObject()
+	if err := r.versioner.PrepareObjectForStorage(obj); err != nil {
+		return nil, fmt.Errorf("preparing %s for storage: %w", key, err)
+	}
+	data, err := runtime.Encode(r.codec, obj)
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.transformer.TransformToStorage(ctx, data, authenticatedData(key))
+	if err != nil {
+		return nil, storage.NewInternalError(err)
+	}
+	return out, nil
+}
+
+// Decode turns stored bytes at key, written at revision rev, into an object
+// whose resourceVersion is rev.
+func (r *Resource) Decode(ctx context.Context, key string, stored []byte, rev int64) (runtime.Object, error) {
+	data, _, err := r.transformer.TransformFromStorage(ctx, stored, authenticatedData(key))
+	if err != nil {
+		return nil, storage.NewInternalError(err)
+	}
+	obj := r.newFunc()
+	if _, _, err := r.codec.Decode(data, nil, obj); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", key, err)
+	}
+	if err := r.versioner.UpdateObject(obj, uint64(rev)); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// Get reads the object at key and the revision it was last modified at. A
+// missing object is storage's KeyNotFound error.
+func (r *Resource) Get(ctx context.Context, client *clientv3.Client, key string) (runtime.Object, int64, error) {
+	resp, err := client.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, storage.NewKeyNotFoundError(key, 0)
+	}
+	kv := resp.Kvs[0]
+	obj, err := r.Decode(ctx, key, kv.Value, kv.ModRevision)
+	return obj, kv.ModRevision, err
+}
+
+// Txn collects the conditions and writes of one etcd transaction.
+type Txn struct {
+	conds  []clientv3.Cmp
+	ops    []clientv3.Op
+	onFail []clientv3.Op
+}
+
+// IfAbsent requires key not to exist.
+func (t *Txn) IfAbsent(key string) *Txn {
+	t.conds = append(t.conds, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+	return t
+}
+
+// IfUnchanged requires key to exist and to be last modified at revision rev.
+func (t *Txn) IfUnchanged(key string, rev int64) *Txn {
+	t.conds = append(t.conds, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+	return t
+}
+
+// IfNothingUnder requires that no key starts with prefix.
+func (t *Txn) IfNothingUnder(prefix string) *Txn {
+	t.conds = append(t.conds, clientv3.Compare(clientv3.CreateRevision(prefix), "=", 0).WithPrefix())
+	return t
+}
+
+// PutObject writes obj at key, encoded as its generic store would.
+func (t *Txn) PutObject(ctx context.Context, r *Resource, key string, obj runtime.Object) error {
+	data, err := r.Encode(ctx, key, obj)
+	if err != nil {
+		return err
+	}
+	t.ops = append(t.ops, clientv3.OpPut(key, string(data)))
+	return nil
+}
+
+// Put writes a plain key.
+func (t *Txn) Put(key, val string) *Txn {
+	t.ops = append(t.ops, clientv3.OpPut(key, val))
+	return t
+}
+
+// Delete removes key (a no-op when absent).
+func (t *Txn) Delete(key string) *Txn {
+	t.ops = append(t.ops, clientv3.OpDelete(key))
+	return t
+}
+
+// ReadOnFailure asks for key's current value when a condition fails, so
+// the caller can say which one did, and why, without another round trip.
+func (t *Txn) ReadOnFailure(key string) *Txn {
+	t.onFail = append(t.onFail, clientv3.OpGet(key))
+	return t
+}
+
+// Result is the outcome of a committed transaction.
+type Result struct {
+	// Succeeded says every condition held and every write was made.
+	Succeeded bool
+	// Revision is the store revision after the transaction; the
+	// resourceVersion of every object it wrote.
+	Revision int64
+	// Found holds, when the transaction failed, the keys asked for with
+	// ReadOnFailure that exist, with their values and revisions.
+	Found map[string]KeyValue
+}
+
+// KeyValue is one key read back from a failed transaction.
+type KeyValue struct {
+	Value       []byte
+	ModRevision int64
+}
+
+// Commit runs the transaction: all writes, or none.
+func Commit(ctx context.Context, client *clientv3.Client, t *Txn) (Result, error) {
+	if n := len(t.ops) + len(t.conds); n > MaxOps {
+		return Result{}, fmt.Errorf("transaction has %d operations, over etcd's limit of %d", n, MaxOps)
+	}
+	resp, err := client.Txn(ctx).If(t.conds...).Then(t.ops...).Else(t.onFail...).Commit()
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Succeeded: resp.Succeeded, Revision: resp.Header.Revision}
+	if !resp.Succeeded {
+		res.Found = map[string]KeyValue{}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().GetKvs() {
+				res.Found[string(kv.Key)] = KeyValue{Value: kv.Value, ModRevision: kv.ModRevision}
+			}
+		}
+	}
+	return res, nil
+}
+
+// authenticatedData binds stored values to their key, as the etcd3 store
+// does, so an encrypted value copied to another key fails to decrypt.
+type authenticatedData string
+
+func (d authenticatedData) AuthenticatedData() []byte { return []byte(d) }
+
+// identityTransformer stores values as they are, as the etcd3 store does
+// when no encryption is configured.
+type identityTransformer struct{}
+
+func (identityTransformer) TransformFromStorage(_ context.Context, data []byte, _ value.Context) ([]byte, bool, error) {
+	return data, false, nil
+}
+
+func (identityTransformer) TransformToStorage(_ context.Context, data []byte, _ value.Context) ([]byte, error) {
+	return data, nil
+}
