@@ -55,12 +55,13 @@ func TestCanonicalMACAddress_UpperCasesAndUsesColons(t *testing.T) {
 
 func TestCanonicalROM_UpperCasesAndDropsColons(t *testing.T) {
 	cases := map[string]struct{ in, want string }{
-		"canonical is unchanged":         {in: "000A27000001", want: "000A27000001"},
-		"lower case is upper-cased":      {in: "000a27abcdef", want: "000A27ABCDEF"},
-		"MAC-style colons are dropped":   {in: "00:0a:27:00:00:01", want: "000A27000001"},
-		"surrounding space is trimmed":   {in: " 000a27000001 ", want: "000A27000001"},
-		"dashes are kept (not accepted)": {in: "00-0a-27-00-00-01", want: "00-0A-27-00-00-01"},
-		"empty stays empty":              {in: "", want: ""},
+		"canonical is unchanged":          {in: "000A27000001", want: "000A27000001"},
+		"lower case is upper-cased":       {in: "000a27abcdef", want: "000A27ABCDEF"},
+		"MAC-style colons are dropped":    {in: "00:0a:27:00:00:01", want: "000A27000001"},
+		"surrounding space is trimmed":    {in: " 000a27000001 ", want: "000A27000001"},
+		"space before a colon is trimmed": {in: "000a27000001 :", want: "000A27000001"},
+		"dashes are kept (not accepted)":  {in: "00-0a-27-00-00-01", want: "00-0A-27-00-00-01"},
+		"empty stays empty":               {in: "", want: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -132,26 +133,47 @@ func TestValidateModel(t *testing.T) {
 }
 
 func TestValidateSerialNumber(t *testing.T) {
+	const alphabet = "upper-case letters other than I and O"
 	runChecks(t, ValidateSerialNumber, map[string]checkCase{
-		"12 base-34 characters are valid": {in: "C02TM2ZBHX87"},
-		"11 characters are too short":     {in: "C02TM2ZBHX8", wantErr: "must be 12 characters, not 11"},
-		"13 characters are too long":      {in: "C02TM2ZBHX871", wantErr: "must be 12 characters, not 13"},
-		"empty is too short":              {in: "", wantErr: "must be 12 characters, not 0"},
-		"lower case is invalid":           {in: "c02tm2zbhx87", wantErr: "upper-case letters other than I and O"},
-		"the letter I is invalid":         {in: "CI2TM2ZBHX87", wantErr: "other than I and O"},
-		"the letter O is invalid":         {in: "CO2TM2ZBHX87", wantErr: "other than I and O"},
-		"a dash is invalid":               {in: "C02TM2-BHX87", wantErr: "other than I and O"},
+		"iMacPro1,1 serial from macserial is valid": {in: "C02TM2ZBHX87"},
+		"MacPro7,1 serial from macserial is valid":  {in: "F5KK6JZKP7QM"},
+		"iMac20,1 serial from macserial is valid":   {in: "C02FNZYZ046M"},
+		"Macmini8,1 serial from macserial is valid": {in: "C07W20BVJYVX"},
+		"week 53 (Y in a second half) is valid":     {in: "C02VY2ZBHX87"},
+		"11 characters are too short":               {in: "C02TM2ZBHX8", wantErr: "must be 12 characters, not 11"},
+		"13 characters are too long":                {in: "C02TM2ZBHX871", wantErr: "must be 12 characters, not 13"},
+		"empty is too short":                        {in: "", wantErr: "must be 12 characters, not 0"},
+		"length counts characters, not bytes":       {in: "C02TM2ZBHX8É", wantErr: "character 12 is 'É': must use only digits and " + alphabet},
+		"lower case is invalid":                     {in: "c02tm2zbhx87", wantErr: "character 1 is 'c': must use only digits and " + alphabet},
+		"the letter I is invalid":                   {in: "CI2TM2ZBHX87", wantErr: "character 2 is 'I'"},
+		"the letter O is invalid":                   {in: "CO2TM2ZBHX87", wantErr: "other than I and O"},
+		"a dash is invalid":                         {in: "C02TM2-BHX87", wantErr: "character 7 is '-'"},
+		"a digit is no year code":                   {in: "C027M2ZBHX87", wantErr: "character 4 (year) is '7': must be a year code, one of CDFGHJKLMNPQRSTVWXYZ"},
+		"A is no year code":                         {in: "C02AM2ZBHX87", wantErr: "character 4 (year) is 'A'"},
+		"E is no year code":                         {in: "C02EM2ZBHX87", wantErr: "character 4 (year) is 'E'"},
+		"U is no year code":                         {in: "C02UM2ZBHX87", wantErr: "character 4 (year) is 'U'"},
+		"0 is no week code":                         {in: "C02T02ZBHX87", wantErr: "character 5 (week) is '0': must be a week code"},
+		"S is no week code":                         {in: "C02TS2ZBHX87", wantErr: "character 5 (week) is 'S'"},
+		"Z is no week code":                         {in: "C02TZ2ZBHX87", wantErr: "character 5 (week) is 'Z'"},
+		"Y in a first half-year is invalid":         {in: "C02TY2ZBHX87", wantErr: "character 5 (week) is 'Y', week 27 of a half-year, but character 4 (year) 'T' is a first-half code"},
 	})
 }
 
 func TestValidateBoardSerialNumber(t *testing.T) {
 	runChecks(t, ValidateBoardSerialNumber, map[string]checkCase{
-		"17 base-34 characters are valid": {in: "C02717306J9JG361M"},
-		"16 characters are too short":     {in: "C02717306J9JG361", wantErr: "must be 17 characters, not 16"},
-		"18 characters are too long":      {in: "C02717306J9JG361MM", wantErr: "must be 17 characters, not 18"},
-		"a system serial is too short":    {in: "C02TM2ZBHX87", wantErr: "must be 17 characters, not 12"},
-		"lower case is invalid":           {in: "c02717306j9jg361m", wantErr: "other than I and O"},
-		"the letter O is invalid":         {in: "C02717306J9JGO61M", wantErr: "other than I and O"},
+		"iMacPro1,1 MLB from macserial is valid":  {in: "C02717306J9JG361M"},
+		"MacPro7,1 MLB from macserial is valid":   {in: "F5K212405QXK3F71H"},
+		"iMac20,1 MLB from macserial is valid":    {in: "C02118306CD00008C"},
+		"Macmini8,1 MLB from macserial is valid":  {in: "C071435014NKXPG1M"},
+		"16 characters are too short":             {in: "C02717306J9JG361", wantErr: "must be 17 characters, not 16"},
+		"18 characters are too long":              {in: "C02717306J9JG361MM", wantErr: "must be 17 characters, not 18"},
+		"a system serial is too short":            {in: "C02TM2ZBHX87", wantErr: "must be 17 characters, not 12"},
+		"lower case is invalid":                   {in: "c02717306j9jg361m", wantErr: "character 1 is 'c': must use only digits and upper-case letters other than I and O"},
+		"the letter O is invalid":                 {in: "C02717306J9JGO61M", wantErr: "character 14 is 'O'"},
+		"last character changed fails checksum":   {in: "C02717306J9JG361N", wantErr: "fails the MLB checksum"},
+		"first character changed fails checksum":  {in: "D02717306J9JG361M", wantErr: "checksum"},
+		"swapped neighbours fail the checksum":    {in: "C02713706J9JG361M", wantErr: "checksum"},
+		"a 3-weighted character changed fails it": {in: "C12717306J9JG361M", wantErr: "checksum"},
 	})
 }
 
@@ -172,19 +194,24 @@ func TestValidateMACAddress(t *testing.T) {
 	const format = "six upper-case hex pairs joined by colons"
 	const multicast = "must be a unicast address"
 	runChecks(t, ValidateMACAddress, map[string]checkCase{
-		"Apple unicast MAC is valid":  {in: "00:0A:27:00:00:01"},
-		"another Apple OUI is valid":  {in: "A4:83:E7:12:34:56"},
-		"lower case is invalid":       {in: "00:0a:27:00:00:01", wantErr: format},
-		"dashes are invalid":          {in: "00-0A-27-00-00-01", wantErr: format},
-		"five octets are invalid":     {in: "00:0A:27:00:00", wantErr: format},
-		"seven octets are invalid":    {in: "00:0A:27:00:00:01:02", wantErr: format},
-		"no separators are invalid":   {in: "000A27000001", wantErr: format},
-		"empty is invalid":            {in: "", wantErr: format},
-		"multicast bit set (01)":      {in: "01:0A:27:00:00:01", wantErr: multicast},
-		"multicast bit set (A5)":      {in: "A5:83:E7:12:34:56", wantErr: multicast},
-		"broadcast is multicast":      {in: "FF:FF:FF:FF:FF:FF", wantErr: multicast},
-		"locally administered is ok":  {in: "02:00:00:00:00:01"},
-		"all zeros is a unicast form": {in: "00:00:00:00:00:00"},
+		"Apple unicast MAC is valid":                {in: "00:0A:27:00:00:01"},
+		"another Apple OUI is valid":                {in: "A4:83:E7:12:34:56"},
+		"the first Apple OUI is valid":              {in: "00:03:93:FF:FF:FF"},
+		"the last Apple OUI is valid":               {in: "FC:FC:48:00:00:00"},
+		"lower case is invalid":                     {in: "00:0a:27:00:00:01", wantErr: format},
+		"dashes are invalid":                        {in: "00-0A-27-00-00-01", wantErr: format},
+		"five octets are invalid":                   {in: "00:0A:27:00:00", wantErr: format},
+		"seven octets are invalid":                  {in: "00:0A:27:00:00:01:02", wantErr: format},
+		"no separators are invalid":                 {in: "000A27000001", wantErr: format},
+		"empty is invalid":                          {in: "", wantErr: format},
+		"multicast bit set (01)":                    {in: "01:0A:27:00:00:01", wantErr: multicast},
+		"multicast bit set (A5)":                    {in: "A5:83:E7:12:34:56", wantErr: multicast},
+		"broadcast is multicast":                    {in: "FF:FF:FF:FF:FF:FF", wantErr: multicast},
+		"QEMU's OUI is not Apple's":                 {in: "52:54:00:12:34:56", wantErr: "OUI 52:54:00 is not assigned to Apple in the IEEE MA-L registry"},
+		"locally administered is not Apple's":       {in: "02:00:00:00:00:01", wantErr: "OUI 02:00:00 is not assigned to Apple"},
+		"all zeros is not Apple's":                  {in: "00:00:00:00:00:00", wantErr: "OUI 00:00:00"},
+		"Apple OUI with the local bit is not Apple": {in: "02:0A:27:00:00:01", wantErr: "OUI 02:0A:27"},
+		"the message names an OUI to use instead":   {in: "52:54:00:12:34:56", wantErr: "must begin with one of Apple's 1053 OUIs, such as 00:03:93"},
 	})
 }
 

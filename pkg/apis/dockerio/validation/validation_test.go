@@ -766,12 +766,24 @@ func TestValidateMacOSIdentity(t *testing.T) {
 			mutate: func(id *dockerio.MacOSIdentity) { id.Spec.SerialNumber = "c02tm2zbhx87" },
 			want:   []fieldErr{invalid("spec.serialNumber")},
 		},
+		"serial whose week character macserial cannot decode is Invalid": {
+			mutate: func(id *dockerio.MacOSIdentity) { id.Spec.SerialNumber = "C02TS2ZBHX87" },
+			want:   []fieldErr{invalid("spec.serialNumber")},
+		},
+		"serial whose year character macserial cannot decode is Invalid": {
+			mutate: func(id *dockerio.MacOSIdentity) { id.Spec.SerialNumber = "C027M2ZBHX87" },
+			want:   []fieldErr{invalid("spec.serialNumber")},
+		},
 		"missing board serial is Required": {
 			mutate: func(id *dockerio.MacOSIdentity) { id.Spec.BoardSerialNumber = "" },
 			want:   []fieldErr{required("spec.boardSerialNumber")},
 		},
 		"16-character board serial is Invalid": {
 			mutate: func(id *dockerio.MacOSIdentity) { id.Spec.BoardSerialNumber = "C02717306J9JG361" },
+			want:   []fieldErr{invalid("spec.boardSerialNumber")},
+		},
+		"board serial failing the MLB checksum is Invalid": {
+			mutate: func(id *dockerio.MacOSIdentity) { id.Spec.BoardSerialNumber = "C02717306J9JG361N" },
 			want:   []fieldErr{invalid("spec.boardSerialNumber")},
 		},
 		"missing system UUID is Required": {
@@ -797,6 +809,12 @@ func TestValidateMacOSIdentity(t *testing.T) {
 		"multicast MAC is Invalid": {
 			mutate: func(id *dockerio.MacOSIdentity) {
 				id.Spec.MACAddress, id.Spec.ROM = "01:0A:27:00:00:01", "010A27000001"
+			},
+			want: []fieldErr{invalid("spec.macAddress")},
+		},
+		"MAC outside Apple's OUIs is Invalid (its ROM still matches it)": {
+			mutate: func(id *dockerio.MacOSIdentity) {
+				id.Spec.MACAddress, id.Spec.ROM = "52:54:00:12:34:56", "525400123456"
 			},
 			want: []fieldErr{invalid("spec.macAddress")},
 		},
@@ -829,6 +847,42 @@ func TestValidateMacOSIdentity(t *testing.T) {
 			id := registrytest.Identity("id-1")
 			tc.mutate(id)
 			assertErrors(t, tc.want, ValidateMacOSIdentity(id))
+		})
+	}
+}
+
+func TestValidateMacOSIdentity_SaysWhyAValueIsInvalid(t *testing.T) {
+	cases := map[string]struct {
+		mutate     func(*dockerio.MacOSIdentity)
+		wantField  string
+		wantDetail string
+	}{
+		"serial week character": {
+			mutate:     func(id *dockerio.MacOSIdentity) { id.Spec.SerialNumber = "C02TS2ZBHX87" },
+			wantField:  "spec.serialNumber",
+			wantDetail: "character 5 (week) is 'S': must be a week code",
+		},
+		"board serial checksum": {
+			mutate:     func(id *dockerio.MacOSIdentity) { id.Spec.BoardSerialNumber = "C02717306J9JG361N" },
+			wantField:  "spec.boardSerialNumber",
+			wantDetail: "fails the MLB checksum",
+		},
+		"MAC OUI": {
+			mutate: func(id *dockerio.MacOSIdentity) {
+				id.Spec.MACAddress, id.Spec.ROM = "52:54:00:12:34:56", "525400123456"
+			},
+			wantField:  "spec.macAddress",
+			wantDetail: "OUI 52:54:00 is not assigned to Apple",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			id := registrytest.Identity("id-1")
+			tc.mutate(id)
+			errs := ValidateMacOSIdentity(id)
+			require.Len(t, errs, 1, "%v", errs)
+			assert.Equal(t, tc.wantField, errs[0].Field)
+			assert.Contains(t, errs[0].Detail, tc.wantDetail)
 		})
 	}
 }
@@ -1067,6 +1121,29 @@ func TestValidateMacOSMachineStatusUpdate(t *testing.T) {
 			assertErrors(t, tc.want, ValidateMacOSMachineStatusUpdate(m, old))
 		})
 	}
+}
+
+func TestValidateMacOSMachineStatusUpdate_FailedIsFinal(t *testing.T) {
+	failed := registrytest.Machine("mac-1")
+	failed.ResourceVersion = "7"
+	failed.Status.Phase = dockerio.MachineFailed
+	for phase, want := range map[dockerio.MacOSMachinePhase][]fieldErr{
+		dockerio.MachineFailed:   nil,
+		dockerio.MachineReady:    {forbidden("status.phase")},
+		dockerio.MachinePending:  {forbidden("status.phase")},
+		dockerio.MachineStarting: {forbidden("status.phase")},
+	} {
+		t.Run(string(phase), func(t *testing.T) {
+			m := failed.DeepCopy()
+			m.Status.Phase = phase
+			assertErrors(t, want, ValidateMacOSMachineStatusUpdate(m, failed))
+		})
+	}
+	// Anything may become Failed.
+	ready := registrytest.Machine("mac-1")
+	ready.ResourceVersion = "6"
+	ready.Status.Phase = dockerio.MachineReady
+	assertErrors(t, nil, ValidateMacOSMachineStatusUpdate(failed, ready))
 }
 
 // ---------------------------------------------------------------------------
