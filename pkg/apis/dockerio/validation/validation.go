@@ -385,12 +385,16 @@ func ValidateMacOSMachineUpdate(m, old *dockerio.MacOSMachine) field.ErrorList {
 }
 
 // ValidateMacOSMachineStatusUpdate validates a write to a machine's status.
+// Failed is final: the machine's identity was released when it failed.
 func ValidateMacOSMachineStatusUpdate(m, old *dockerio.MacOSMachine) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&m.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	s, fld := &m.Status, field.NewPath("status")
 	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(s.ObservedGeneration, fld.Child("observedGeneration"))...)
 	if s.Phase != "" && !machinePhases.Has(s.Phase) {
 		allErrs = append(allErrs, field.NotSupported(fld.Child("phase"), s.Phase, sets.List(machinePhases)))
+	}
+	if old.Status.Phase == dockerio.MachineFailed && s.Phase != dockerio.MachineFailed {
+		allErrs = append(allErrs, field.Forbidden(fld.Child("phase"), "a Failed machine has given back its identity and stays Failed; delete it and create another"))
 	}
 	allErrs = append(allErrs, metav1validation.ValidateConditions(s.Conditions, fld.Child("conditions"))...)
 	for i, a := range s.Addresses {
