@@ -22,11 +22,13 @@ package apiserver
 
 import (
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
@@ -38,16 +40,29 @@ import (
 	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
 	classstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclass/storage"
 	poolstorage "github.com/dockerios/dockerios/pkg/registry/macosmachinepool/storage"
+	"github.com/dockerios/dockerios/pkg/storage/identityledger"
+	"github.com/dockerios/dockerios/pkg/storage/txn"
 )
 
 // Config is the generic server config plus what DockerIOS adds to it.
 type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
+	// IdentityRepairInterval is how often the identity ledger is audited
+	// and repaired; 0 means DefaultIdentityRepairInterval.
+	IdentityRepairInterval time.Duration
 }
+
+// DefaultIdentityRepairInterval is how often the ledger is audited unless
+// told otherwise; also once at start.
+const DefaultIdentityRepairInterval = 3 * time.Minute
 
 // CompletedConfig is a Config with every default filled in.
 type CompletedConfig struct {
 	GenericConfig genericapiserver.CompletedConfig
+	// CoreAPI reaches kube-apiserver's core API, where Events go; nil in
+	// the standalone local mode.
+	CoreAPI                *restclient.Config
+	IdentityRepairInterval time.Duration
 }
 
 // Server is the DockerIOS API server.
@@ -57,30 +72,75 @@ type Server struct {
 
 // Complete fills in the defaults of the generic config.
 func (c *Config) Complete() CompletedConfig {
-	return CompletedConfig{GenericConfig: c.GenericConfig.Complete()}
+	interval := c.IdentityRepairInterval
+	if interval <= 0 {
+		interval = DefaultIdentityRepairInterval
+	}
+	return CompletedConfig{GenericConfig: c.GenericConfig.Complete(), CoreAPI: c.GenericConfig.ClientConfig, IdentityRepairInterval: interval}
 }
 
 // New returns a server serving dockerios.io/v1alpha1 from the configured storage.
 func (c CompletedConfig) New() (*Server, error) {
-	generic, err := c.GenericConfig.New("dockerios-apiserver", genericapiserver.NewEmptyDelegate())
+	server, err := c.GenericConfig.New("dockerios-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
 	}
-	storage, err := v1alpha1Storage(c.GenericConfig.RESTOptionsGetter)
+	ledger, err := newLedger(c, server)
+	if err != nil {
+		return nil, err
+	}
+	storage, err := v1alpha1Storage(c.GenericConfig.RESTOptionsGetter, ledger)
 	if err != nil {
 		return nil, err
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(dockerio.GroupName, scheme.Scheme, metav1.ParameterCodec, scheme.Codecs)
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storage
-	if err := generic.InstallAPIGroup(&group); err != nil {
+	if err := server.InstallAPIGroup(&group); err != nil {
 		return nil, err
 	}
-	return &Server{GenericAPIServer: generic}, nil
+	return &Server{GenericAPIServer: server}, nil
+}
+
+// newLedger connects the identity ledger to the etcd the stores use, and
+// ties its event recorder, etcd client and loops (pool status counts, the
+// repair audit) to the server's life.
+func newLedger(c CompletedConfig, server *genericapiserver.GenericAPIServer) (*identityledger.Ledger, error) {
+	cfg := c.GenericConfig
+	opts, err := cfg.RESTOptionsGetter.GetRESTOptions(dockerio.Resource("macosmachines"), &dockerio.MacOSMachine{})
+	if err != nil {
+		return nil, err
+	}
+	client, err := txn.NewClient(opts.StorageConfig.Config.Transport)
+	if err != nil {
+		return nil, fmt.Errorf("connecting the identity ledger to etcd: %w", err)
+	}
+	recorder, stopEvents, err := newEventRecorder(c.CoreAPI)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	identityledger.RegisterMetrics()
+	ledger, err := identityledger.New(client, cfg.RESTOptionsGetter, identityledger.Options{Recorder: recorder})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	server.AddPostStartHookOrDie("dockerios-identity-ledger", func(ctx genericapiserver.PostStartHookContext) error {
+		go ledger.RunPoolStatus(ctx)
+		go ledger.RunRepair(ctx, c.IdentityRepairInterval)
+		go func() {
+			<-ctx.Done()
+			stopEvents()
+			client.Close()
+		}()
+		return nil
+	})
+	return ledger, nil
 }
 
 // v1alpha1Storage returns the REST storage of every v1alpha1 resource and
 // subresource, keyed by path as the generic server expects.
-func v1alpha1Storage(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
+func v1alpha1Storage(opts generic.RESTOptionsGetter, ledger *identityledger.Ledger) (map[string]rest.Storage, error) {
 	class, err := classstorage.NewStorage(opts)
 	if err != nil {
 		return nil, fmt.Errorf("macosmachineclasses: %w", err)
@@ -93,11 +153,11 @@ func v1alpha1Storage(opts generic.RESTOptionsGetter) (map[string]rest.Storage, e
 	if err != nil {
 		return nil, fmt.Errorf("macosidentitypools: %w", err)
 	}
-	identity, err := identitystorage.NewStorage(opts)
+	identity, err := identitystorage.NewStorage(opts, ledger)
 	if err != nil {
 		return nil, fmt.Errorf("macosidentities: %w", err)
 	}
-	machine, err := machinestorage.NewStorage(opts)
+	machine, err := machinestorage.NewStorage(opts, ledger)
 	if err != nil {
 		return nil, fmt.Errorf("macosmachines: %w", err)
 	}

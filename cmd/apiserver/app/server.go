@@ -85,6 +85,8 @@ type Options struct {
 	Local bool
 	// DataDir holds the embedded etcd data and, in local mode, the PKI and kubeconfig.
 	DataDir string
+	// IdentityRepairInterval is how often the identity ledger is audited.
+	IdentityRepairInterval time.Duration
 
 	Out, ErrOut io.Writer
 }
@@ -92,10 +94,11 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions(out, errOut io.Writer) *Options {
 	o := &Options{
-		RecommendedOptions: genericoptions.NewRecommendedOptions(EtcdPrefix, scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
-		DataDir:            DefaultDataDir,
-		Out:                out,
-		ErrOut:             errOut,
+		RecommendedOptions:     genericoptions.NewRecommendedOptions(EtcdPrefix, scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
+		DataDir:                DefaultDataDir,
+		IdentityRepairInterval: apiserver.DefaultIdentityRepairInterval,
+		Out:                    out,
+		ErrOut:                 errOut,
 	}
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
 	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
@@ -132,6 +135,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.RecommendedOptions.AddFlags(fs)
 	fs.BoolVar(&o.Local, "local", o.Local, "Run standalone on 127.0.0.1 for development: make a CA, serving and admin certificates and an admin kubeconfig in --data-dir; no kube-apiserver is needed.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the embedded etcd (used when --etcd-servers is empty) and for --local's certificates and kubeconfig.")
+	fs.DurationVar(&o.IdentityRepairInterval, "identity-repair-interval", o.IdentityRepairInterval, "How often the identity ledger is audited against the identities and machines, and drift repaired (also once at start).")
 }
 
 // Complete fills in what follows from other options.
@@ -163,6 +167,9 @@ func (o *Options) Validate() error {
 	errs := o.RecommendedOptions.Validate()
 	if o.DataDir == "" {
 		errs = append(errs, fmt.Errorf("--data-dir must not be empty"))
+	}
+	if o.IdentityRepairInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--identity-repair-interval must be positive, not %s", o.IdentityRepairInterval))
 	}
 	return utilerrors.NewAggregate(errs)
 }
@@ -203,7 +210,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
-	return &apiserver.Config{GenericConfig: cfg}, nil
+	return &apiserver.Config{GenericConfig: cfg, IdentityRepairInterval: o.IdentityRepairInterval}, nil
 }
 
 // Run starts the embedded etcd if needed, then serves until ctx is done.

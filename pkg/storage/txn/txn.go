@@ -106,6 +106,11 @@ func (r *Resource) Key(namespace, name string) string {
 // resource lives; nothing else may be written under it.
 func (r *Resource) KeyPrefix() string { return r.keyPrefix }
 
+// StoragePrefix returns the prefix every key of the server's storage has
+// ("/registry/"); keys of our own belong under it too, outside every
+// resource's KeyPrefix.
+func (r *Resource) StoragePrefix() string { return r.storagePrefix }
+
 // EtcdKey turns a key the generic store passed to its storage.Interface
 // (the store's KeyFunc result) into the etcd key the etcd3 store uses.
 func (r *Resource) EtcdKey(storeKey string) (string, error) {
@@ -119,19 +124,11 @@ func (r *Resource) EtcdKey(storeKey string) (string, error) {
 // Encode returns the bytes the etcd3 store would write for obj at key.
 // obj is not modified.
 func (r *Resource) Encode(ctx context.Context, key string, obj runtime.Object) ([]byte, error) {
-	obj = obj.DeepCopyObject()
-	if err := r.versioner.PrepareObjectForStorage(obj); err != nil {
-		return nil, fmt.Errorf("preparing %s for storage: %w", key, err)
-	}
-	data, err := runtime.Encode(r.codec, obj)
-	if err != nil {
+	var t Txn
+	if _, err := t.PutObject(ctx, r, key, obj); err != nil {
 		return nil, err
 	}
-	out, err := r.transformer.TransformToStorage(ctx, data, authenticatedData(key))
-	if err != nil {
-		return nil, storage.NewInternalError(err)
-	}
-	return out, nil
+	return []byte(t.ops[0].ValueBytes()), nil
 }
 
 // Decode turns stored bytes at key, written at revision rev, into an object
@@ -152,18 +149,30 @@ func (r *Resource) Decode(ctx context.Context, key string, stored []byte, rev in
 }
 
 // Get reads the object at key and the revision it was last modified at. A
-// missing object is storage's KeyNotFound error.
-func (r *Resource) Get(ctx context.Context, client *clientv3.Client, key string) (runtime.Object, int64, error) {
-	resp, err := client.Get(ctx, key)
+// missing object is storage's KeyNotFound error. opts may ask for a
+// serializable read where a stale answer is caught by a later condition.
+func (r *Resource) Get(ctx context.Context, client *clientv3.Client, key string, opts ...clientv3.OpOption) (runtime.Object, int64, error) {
+	obj, revs, err := r.Read(ctx, client, key, opts...)
+	return obj, revs.Mod, err
+}
+
+// Revisions are the revisions a key was created and last modified at.
+type Revisions struct {
+	Create, Mod int64
+}
+
+// Read is Get, with both revisions of the key.
+func (r *Resource) Read(ctx context.Context, client *clientv3.Client, key string, opts ...clientv3.OpOption) (runtime.Object, Revisions, error) {
+	resp, err := client.Get(ctx, key, opts...)
 	if err != nil {
-		return nil, 0, err
+		return nil, Revisions{}, err
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, 0, storage.NewKeyNotFoundError(key, 0)
+		return nil, Revisions{}, storage.NewKeyNotFoundError(key, 0)
 	}
 	kv := resp.Kvs[0]
 	obj, err := r.Decode(ctx, key, kv.Value, kv.ModRevision)
-	return obj, kv.ModRevision, err
+	return obj, Revisions{Create: kv.CreateRevision, Mod: kv.ModRevision}, err
 }
 
 // Txn collects the conditions and writes of one etcd transaction.
@@ -185,20 +194,61 @@ func (t *Txn) IfUnchanged(key string, rev int64) *Txn {
 	return t
 }
 
+// IfCreatedAt requires key to exist and to have been created at revision
+// rev: the same object, however often it was updated since.
+func (t *Txn) IfCreatedAt(key string, rev int64) *Txn {
+	t.conds = append(t.conds, clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+	return t
+}
+
 // IfNothingUnder requires that no key starts with prefix.
 func (t *Txn) IfNothingUnder(prefix string) *Txn {
 	t.conds = append(t.conds, clientv3.Compare(clientv3.CreateRevision(prefix), "=", 0).WithPrefix())
 	return t
 }
 
-// PutObject writes obj at key, encoded as its generic store would.
-func (t *Txn) PutObject(ctx context.Context, r *Resource, key string, obj runtime.Object) error {
-	data, err := r.Encode(ctx, key, obj)
+// PutObject writes obj at key, encoded as its generic store would. Once
+// committed, the returned Written turns into the stored object.
+func (t *Txn) PutObject(ctx context.Context, r *Resource, key string, obj runtime.Object) (Written, error) {
+	prepared := obj.DeepCopyObject()
+	if err := r.versioner.PrepareObjectForStorage(prepared); err != nil {
+		return Written{}, fmt.Errorf("preparing %s for storage: %w", key, err)
+	}
+	data, err := runtime.Encode(r.codec, prepared)
 	if err != nil {
+		return Written{}, err
+	}
+	stored, err := r.transformer.TransformToStorage(ctx, data, authenticatedData(key))
+	if err != nil {
+		return Written{}, storage.NewInternalError(err)
+	}
+	t.ops = append(t.ops, clientv3.OpPut(key, string(stored)))
+	return Written{resource: r, data: data}, nil
+}
+
+// Written is an object put by a transaction, before it is committed.
+type Written struct {
+	resource *Resource
+	data     []byte
+}
+
+// Into decodes the written object into out with the transaction's
+// revision, as the etcd3 store fills the object a write returns. A nil out
+// (a caller that wants nothing back) is allowed, as it is by the etcd3 store.
+func (w Written) Into(out runtime.Object, rev int64) error {
+	if out == nil {
+		return nil
+	}
+	if _, _, err := w.resource.codec.Decode(w.data, nil, out); err != nil {
 		return err
 	}
-	t.ops = append(t.ops, clientv3.OpPut(key, string(data)))
-	return nil
+	return w.resource.versioner.UpdateObject(out, uint64(rev))
+}
+
+// Object returns the written object with the transaction's revision.
+func (w Written) Object(rev int64) (runtime.Object, error) {
+	out := w.resource.newFunc()
+	return out, w.Into(out, rev)
 }
 
 // Put writes a plain key.
@@ -234,8 +284,9 @@ type Result struct {
 
 // KeyValue is one key read back from a failed transaction.
 type KeyValue struct {
-	Value       []byte
-	ModRevision int64
+	Value          []byte
+	ModRevision    int64
+	CreateRevision int64
 }
 
 // Commit runs the transaction: all writes, or none.
@@ -252,7 +303,7 @@ func Commit(ctx context.Context, client *clientv3.Client, t *Txn) (Result, error
 		res.Found = map[string]KeyValue{}
 		for _, r := range resp.Responses {
 			for _, kv := range r.GetResponseRange().GetKvs() {
-				res.Found[string(kv.Key)] = KeyValue{Value: kv.Value, ModRevision: kv.ModRevision}
+				res.Found[string(kv.Key)] = KeyValue{Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}
 			}
 		}
 	}

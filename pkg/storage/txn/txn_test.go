@@ -72,10 +72,15 @@ func TestPutObject_ReadsBackThroughTheGenericStoreWithEncryptionAtRest(t *testin
 	img.Generation = 1
 	key := r.Key("", "sonoma")
 	var tx txn.Txn
-	require.NoError(t, tx.IfAbsent(key).PutObject(ctx, r, key, img))
+	written, err := tx.IfAbsent(key).PutObject(ctx, r, key, img)
+	require.NoError(t, err)
 	res, err := txn.Commit(ctx, client, &tx)
 	require.NoError(t, err)
 	require.True(t, res.Succeeded)
+
+	returned, err := written.Object(res.Revision)
+	require.NoError(t, err)
+	assert.Equal(t, strconv.FormatInt(res.Revision, 10), returned.(*dockerio.MacOSImage).ResourceVersion)
 
 	got, err := images.Image.Get(genericregistrytest.NewClusterScopeContext(images.Image.Store), "sonoma", &metav1.GetOptions{})
 	require.NoError(t, err)

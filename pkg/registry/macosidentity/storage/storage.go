@@ -27,6 +27,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/registry/macosidentity"
 	"github.com/dockerios/dockerios/pkg/registry/statusrest"
+	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 )
 
 // REST serves macosidentities.
@@ -43,7 +44,7 @@ type IdentityStorage struct {
 var _ rest.ShortNamesProvider = &REST{}
 
 // NewStorage returns the storage of macosidentities and their status.
-func NewStorage(optsGetter generic.RESTOptionsGetter) (IdentityStorage, error) {
+func NewStorage(optsGetter generic.RESTOptionsGetter, ledger *identityledger.Ledger) (IdentityStorage, error) {
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &dockerio.MacOSIdentity{} },
 		NewListFunc:               func() runtime.Object { return &dockerio.MacOSIdentityList{} },
@@ -61,6 +62,10 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (IdentityStorage, error) {
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: macosidentity.GetAttrs}); err != nil {
 		return IdentityStorage{}, err
 	}
+	// Creates and deletes (and, for machines, the move to Failed) go
+	// through the identity ledger, which makes them in one transaction with
+	// the index keys and the other object they change.
+	store.Storage.Storage = ledger.IdentityStorage(store.Storage.Storage)
 	return IdentityStorage{Identity: &REST{store}, Status: statusrest.New(store, macosidentity.StatusStrategy)}, nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/registry/macosmachine"
 	"github.com/dockerios/dockerios/pkg/registry/statusrest"
+	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 )
 
 // REST serves macosmachines.
@@ -47,7 +48,7 @@ var (
 )
 
 // NewStorage returns the storage of macosmachines and macosmachines/status.
-func NewStorage(optsGetter generic.RESTOptionsGetter) (MachineStorage, error) {
+func NewStorage(optsGetter generic.RESTOptionsGetter, ledger *identityledger.Ledger) (MachineStorage, error) {
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &dockerio.MacOSMachine{} },
 		NewListFunc:               func() runtime.Object { return &dockerio.MacOSMachineList{} },
@@ -65,6 +66,10 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (MachineStorage, error) {
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: macosmachine.GetAttrs}); err != nil {
 		return MachineStorage{}, err
 	}
+	// Creates and deletes (and, for machines, the move to Failed) go
+	// through the identity ledger, which makes them in one transaction with
+	// the index keys and the other object they change.
+	store.Storage.Storage = ledger.MachineStorage(store.Storage.Storage)
 	return MachineStorage{Machine: &REST{store}, Status: statusrest.New(store, macosmachine.StatusStrategy)}, nil
 }
 

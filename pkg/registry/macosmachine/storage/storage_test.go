@@ -39,10 +39,15 @@ import (
 	"github.com/dockerios/dockerios/pkg/registry/registrytest"
 )
 
+// newStorage returns machine storage over a fresh etcd holding classes
+// "standard" and "gpu", drawing from the empty identity pool "imacpro":
+// machines are created, and wait for an identity.
 func newStorage(t *testing.T) MachineStorage {
 	t.Helper()
-	opts, _ := registrytest.NewRESTOptions(t, "macosmachines")
-	s, err := NewStorage(opts)
+	getter := registrytest.NewRESTOptionsGetter(t)
+	registrytest.Seed(t, getter, registrytest.MachineClass("standard"), registrytest.MachineClass("gpu"), registrytest.IdentityPool("imacpro"))
+	ledger, _ := registrytest.NewLedger(t, getter)
+	s, err := NewStorage(getter, ledger)
 	require.NoError(t, err)
 	t.Cleanup(s.Machine.DestroyFunc)
 	return s

@@ -1,0 +1,307 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package identityledger keeps the Apple identity ledger: which identities
+// exist, that their values are unique across the fleet, which machine holds
+// which identity, and which machines wait for one. Every change to that
+// ledger is made in the same etcd transaction as the object write that
+// causes it, so there is never a moment — nor a crash — where an identity is
+// held twice, lost, or held by a machine that does not know it.
+//
+// It does this by wrapping the storage.Interface of the machine and
+// identity registries: creates and deletes (and a machine's move to Failed)
+// go through transactions built here with package txn; every other read and
+// write stays with the generic store and its watch cache. The rules are
+// those of ../shared/design/API.md, rules 1, 2, 3 and 6.
+package identityledger
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/storage/txn"
+)
+
+// maxAttempts bounds how often one write retries after losing a race for an
+// identity or a pending machine. Each loss means another write succeeded,
+// so reaching it takes sustained contention on a single pool.
+const maxAttempts = 1000
+
+// Condition reasons of IdentityAllocated.
+const (
+	ReasonAllocated     = "Allocated"
+	ReasonPoolExhausted = "PoolExhausted"
+	ReasonReleased      = "Released"
+)
+
+// Ledger keeps the identity ledger of one etcd.
+type Ledger struct {
+	client     *clientv3.Client
+	machines   *txn.Resource
+	identities *txn.Resource
+	classes    *txn.Resource
+	pools      *txn.Resource
+	keys       layout
+
+	clock    clock.PassiveClock
+	recorder record.EventRecorder
+
+	randMu sync.Mutex
+	rand   *rand.Rand
+
+	bindingsMu sync.Mutex
+	bindings   map[string]*binding // by class name
+}
+
+// Options are a Ledger's collaborators. Clock and Rand default to the real
+// clock and a randomly seeded source; Recorder defaults to one that drops events.
+type Options struct {
+	Clock    clock.PassiveClock
+	Recorder record.EventRecorder
+	Rand     *rand.Rand
+}
+
+// New returns the ledger of the etcd client talks to, with objects laid out
+// and encoded as optsGetter says, as the registries' generic stores do.
+func New(client *clientv3.Client, optsGetter generic.RESTOptionsGetter, o Options) (*Ledger, error) {
+	l := &Ledger{client: client, clock: o.Clock, recorder: o.Recorder, rand: o.Rand, bindings: map[string]*binding{}}
+	var err error
+	if l.machines, err = txn.NewResource(optsGetter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} }); err != nil {
+		return nil, err
+	}
+	if l.identities, err = txn.NewResource(optsGetter, dockerio.Resource("macosidentities"), false, func() runtime.Object { return &dockerio.MacOSIdentity{} }); err != nil {
+		return nil, err
+	}
+	if l.classes, err = txn.NewResource(optsGetter, dockerio.Resource("macosmachineclasses"), false, func() runtime.Object { return &dockerio.MacOSMachineClass{} }); err != nil {
+		return nil, err
+	}
+	if l.pools, err = txn.NewResource(optsGetter, dockerio.Resource("macosidentitypools"), false, func() runtime.Object { return &dockerio.MacOSIdentityPool{} }); err != nil {
+		return nil, err
+	}
+	l.keys = newLayout(l.identities.StoragePrefix())
+	if l.clock == nil {
+		l.clock = clock.RealClock{}
+	}
+	if l.recorder == nil {
+		l.recorder = &record.FakeRecorder{}
+	}
+	if l.rand == nil {
+		l.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return l, nil
+}
+
+func (l *Ledger) randomBucket() string {
+	l.randMu.Lock()
+	defer l.randMu.Unlock()
+	return fmt.Sprintf("%02x", l.rand.IntN(256))
+}
+
+// binding is what a machine's create needs from its class: the pool it
+// draws from, and the revisions at which class and pool were created, so a
+// transaction can require that they are still the ones read.
+type binding struct {
+	pool                      string
+	classKey, poolKey         string
+	classCreated, poolCreated int64
+}
+
+// require adds to tx that class and pool are still those of b.
+func (b *binding) require(tx *txn.Txn) {
+	tx.IfCreatedAt(b.classKey, b.classCreated).IfCreatedAt(b.poolKey, b.poolCreated).
+		ReadOnFailure(b.classKey).ReadOnFailure(b.poolKey)
+}
+
+// stale says whether a failed transaction failed because of b.
+func (b *binding) stale(found map[string]txn.KeyValue) bool {
+	return found[b.classKey].CreateRevision != b.classCreated || found[b.poolKey].CreateRevision != b.poolCreated
+}
+
+// bindingOf returns the pool m draws from: its class's. The answer is
+// cached, since a class's pool cannot change; the create transaction checks
+// that class and pool were not replaced since, and refresh reads them anew.
+// A machine whose class or pool does not exist is refused, with the field
+// to fix.
+func (l *Ledger) bindingOf(ctx context.Context, m *dockerio.MacOSMachine, refresh bool) (*binding, error) {
+	l.bindingsMu.Lock()
+	b, ok := l.bindings[m.Spec.ClassName]
+	l.bindingsMu.Unlock()
+	if ok && !refresh {
+		return b, nil
+	}
+	classField := field.NewPath("spec", "className")
+	classKey := l.classes.Key("", m.Spec.ClassName)
+	obj, classRevs, err := l.classes.Read(ctx, l.client, classKey)
+	if storage.IsNotFound(err) {
+		return nil, apierrors.NewInvalid(dockerio.Kind("MacOSMachine"), m.Name, field.ErrorList{
+			field.NotFound(classField, m.Spec.ClassName)})
+	}
+	if err != nil {
+		return nil, err
+	}
+	poolName := obj.(*dockerio.MacOSMachineClass).Spec.IdentityPoolName
+	poolKey := l.pools.Key("", poolName)
+	_, poolRevs, err := l.pools.Read(ctx, l.client, poolKey)
+	if storage.IsNotFound(err) {
+		return nil, apierrors.NewInvalid(dockerio.Kind("MacOSMachine"), m.Name, field.ErrorList{
+			field.Invalid(classField, m.Spec.ClassName, fmt.Sprintf("the class draws identities from MacOSIdentityPool %q, which does not exist", poolName))})
+	}
+	if err != nil {
+		return nil, err
+	}
+	b = &binding{pool: poolName, classKey: classKey, poolKey: poolKey, classCreated: classRevs.Create, poolCreated: poolRevs.Create}
+	l.bindingsMu.Lock()
+	l.bindings[m.Spec.ClassName] = b
+	l.bindingsMu.Unlock()
+	return b, nil
+}
+
+// freeIdentity is a free-list entry.
+type freeIdentity struct {
+	key      string
+	rev      int64
+	identity string
+}
+
+// pickFree returns a free identity of pool, or nil when there is none. It
+// starts from a random bucket so concurrent allocations spread out; the
+// cost is one bounded range read, whatever the pool's size.
+func (l *Ledger) pickFree(ctx context.Context, pool string) (*freeIdentity, error) {
+	prefix := l.keys.freePrefix(pool)
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	// Serializable: a stale entry is caught by the allocation's conditions.
+	resp, err := l.client.Get(ctx, prefix+l.randomBucket(), clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithSerializable())
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		if resp, err = l.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithSerializable()); err != nil {
+			return nil, err
+		}
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	kv := resp.Kvs[0]
+	key := string(kv.Key)
+	return &freeIdentity{key: key, rev: kv.ModRevision, identity: key[len(prefix)+3:]}, nil
+}
+
+// waitingMachine is the oldest machine waiting for an identity of a pool.
+type waitingMachine struct {
+	pendingKey string
+	pendingRev int64
+	machine    *dockerio.MacOSMachine
+	machineRev int64
+}
+
+// oldestWaiting returns the machine that has waited longest for an identity
+// of pool, or nil. Entries of machines that are gone are dropped on the way.
+func (l *Ledger) oldestWaiting(ctx context.Context, pool string) (*waitingMachine, error) {
+	for {
+		resp, err := l.client.Get(ctx, l.keys.pendingPrefix(pool), clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, nil
+		}
+		kv := resp.Kvs[0]
+		key := string(kv.Key)
+		ns, name := splitNamespaced(key[len(l.keys.pendingPrefix(pool)):])
+		obj, rev, err := l.machines.Get(ctx, l.client, l.machines.Key(ns, name))
+		if err != nil && !storage.IsNotFound(err) {
+			return nil, err
+		}
+		if err == nil {
+			m := obj.(*dockerio.MacOSMachine)
+			if string(m.UID) == string(kv.Value) && m.Status.IdentityRef == nil {
+				return &waitingMachine{pendingKey: key, pendingRev: kv.ModRevision, machine: m, machineRev: rev}, nil
+			}
+		}
+		// A stale entry: its machine was replaced or already holds an
+		// identity. Drop it (if nobody changed it meanwhile) and look again.
+		var tx txn.Txn
+		tx.IfUnchanged(key, kv.ModRevision).Delete(key).Delete(l.keys.waiting(ns, name))
+		if _, err := txn.Commit(ctx, l.client, &tx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func splitNamespaced(s string) (namespace, name string) {
+	namespace, name, _ = strings.Cut(s, "/")
+	return namespace, name
+}
+
+// allocatedTo returns a copy of m that holds identity id.
+func (l *Ledger) allocatedTo(m *dockerio.MacOSMachine, id *dockerio.MacOSIdentity) *dockerio.MacOSMachine {
+	m = m.DeepCopy()
+	m.Status.IdentityRef = &dockerio.LocalObjectReference{Name: id.Name}
+	l.setIdentityCondition(m, metav1.ConditionTrue, ReasonAllocated,
+		fmt.Sprintf("holds MacOSIdentity %s from pool %s", id.Name, id.Spec.PoolName))
+	return m
+}
+
+// holding returns a copy of id held by m.
+func (l *Ledger) holding(id *dockerio.MacOSIdentity, m *dockerio.MacOSMachine) *dockerio.MacOSIdentity {
+	id = id.DeepCopy()
+	now := metav1.NewTime(l.clock.Now())
+	id.Status.Allocation = &dockerio.IdentityAllocation{
+		MachineNamespace: m.Namespace, MachineName: m.Name, MachineUID: string(m.UID), AllocatedTime: &now,
+	}
+	return id
+}
+
+func (l *Ledger) setIdentityCondition(m *dockerio.MacOSMachine, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.MachineIdentityAllocated, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: m.Generation, LastTransitionTime: metav1.NewTime(l.clock.Now()),
+	})
+}
+
+func (l *Ledger) event(obj metav1.Object, kind, eventType, reason, format string, args ...interface{}) {
+	ref := &corev1.ObjectReference{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: kind,
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
+	}
+	l.recorder.Eventf(ref, eventType, reason, format, args...)
+}
+
+// contended is the answer when a write lost its race maxAttempts times: a
+// 409, which clients retry, saying why.
+func contended(resource, name, pool string) error {
+	return apierrors.NewConflict(dockerio.Resource(resource), name,
+		fmt.Errorf("too many concurrent writes raced for the identities of pool %s; retry", pool))
+}

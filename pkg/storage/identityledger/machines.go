@@ -1,0 +1,395 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package identityledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/storage/txn"
+)
+
+// MachineStorage wraps the storage of MacOSMachines so that a machine takes
+// an identity in the transaction that creates it, and gives it back in the
+// transaction that deletes it or marks it Failed.
+func (l *Ledger) MachineStorage(inner storage.Interface) storage.Interface {
+	return &machineStorage{Interface: inner, l: l}
+}
+
+type machineStorage struct {
+	storage.Interface
+	l *Ledger
+}
+
+// Create writes a new machine holding a free identity of its class's pool
+// or, when none is free, waiting for one — never without a record of which.
+func (s *machineStorage) Create(ctx context.Context, key string, obj, out runtime.Object, _ uint64) error {
+	l := s.l
+	m, ok := obj.(*dockerio.MacOSMachine)
+	if !ok {
+		return fmt.Errorf("not a MacOSMachine: %T", obj)
+	}
+	if m.ResourceVersion != "" {
+		return storage.ErrResourceVersionSetOnCreate
+	}
+	mKey, err := l.machines.EtcdKey(key)
+	if err != nil {
+		return err
+	}
+	b, err := l.bindingOf(ctx, m, false)
+	if err != nil {
+		return err
+	}
+	for range maxAttempts {
+		free, err := l.pickFree(ctx, b.pool)
+		if err != nil {
+			return err
+		}
+		var res outcome
+		if free == nil {
+			res, err = s.createWaiting(ctx, key, mKey, m, b, out)
+		} else {
+			res, err = s.createHolding(ctx, key, mKey, m, free, b, out)
+		}
+		switch {
+		case err != nil || res == done:
+			return err
+		case res == classChanged:
+			// The class or pool was replaced since it was read: read it
+			// again (it may be gone now, which is the caller's 422).
+			if b, err = l.bindingOf(ctx, m, true); err != nil {
+				return err
+			}
+		}
+	}
+	return contended("macosmachines", m.Name, b.pool)
+}
+
+// outcome of one attempt at a conditional write.
+type outcome int
+
+const (
+	done         outcome = iota // written, or refused for good
+	raced                       // another write changed what the attempt read; try again
+	classChanged                // the machine's class or pool was replaced; read it again
+)
+
+// failed says why a create's transaction did not apply.
+func failed(key, mKey string, b *binding, res txn.Result) (outcome, error) {
+	if _, exists := res.Found[mKey]; exists {
+		return done, storage.NewKeyExistsError(key, 0)
+	}
+	if b.stale(res.Found) {
+		return classChanged, nil
+	}
+	return raced, nil
+}
+
+// createHolding tries to create m holding the free identity.
+func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m *dockerio.MacOSMachine, free *freeIdentity, b *binding, out runtime.Object) (outcome, error) {
+	l := s.l
+	idKey := l.identities.Key("", free.identity)
+	// Serializable: the transaction requires the identity unchanged since.
+	obj, idRev, err := l.identities.Get(ctx, l.client, idKey, clientv3.WithSerializable())
+	if err != nil && !storage.IsNotFound(err) {
+		return done, err
+	}
+	if err != nil || obj.(*dockerio.MacOSIdentity).Status.Allocation != nil {
+		// The free-list entry outlived its identity (only possible after
+		// a manual etcd edit); drop it and let the repair loop report it.
+		var tx txn.Txn
+		tx.IfUnchanged(free.key, free.rev).Delete(free.key)
+		_, err := txn.Commit(ctx, l.client, &tx)
+		return raced, err
+	}
+	id := obj.(*dockerio.MacOSIdentity)
+
+	var tx txn.Txn
+	tx.IfAbsent(mKey).IfUnchanged(free.key, free.rev).IfUnchanged(idKey, idRev).ReadOnFailure(mKey)
+	b.require(&tx)
+	written, err := tx.PutObject(ctx, l.machines, mKey, l.allocatedTo(m, id))
+	if err != nil {
+		return done, err
+	}
+	if _, err := tx.PutObject(ctx, l.identities, idKey, l.holding(id, m)); err != nil {
+		return done, err
+	}
+	tx.Delete(free.key)
+	res, err := txn.Commit(ctx, l.client, &tx)
+	if err != nil {
+		return done, err
+	}
+	if !res.Succeeded {
+		return failed(key, mKey, b, res)
+	}
+	metricAllocations.WithLabelValues("atCreate").Inc()
+	return done, written.Into(out, res.Revision)
+}
+
+// createWaiting tries to create m waiting for an identity of its pool; it
+// races when an identity became free meanwhile, which m should then take.
+func (s *machineStorage) createWaiting(ctx context.Context, key, mKey string, m *dockerio.MacOSMachine, b *binding, out runtime.Object) (outcome, error) {
+	l := s.l
+	pool := b.pool
+	waiting := m.DeepCopy()
+	l.setIdentityCondition(waiting, metav1.ConditionFalse, ReasonPoolExhausted,
+		fmt.Sprintf("MacOSIdentityPool %s has no free identity; the machine takes the next one freed or added, oldest waiting machine first", pool))
+
+	var tx txn.Txn
+	tx.IfAbsent(mKey).IfNothingUnder(l.keys.freePrefix(pool)).ReadOnFailure(mKey)
+	b.require(&tx)
+	written, err := tx.PutObject(ctx, l.machines, mKey, waiting)
+	if err != nil {
+		return done, err
+	}
+	tx.Put(l.keys.pending(pool, m.Namespace, m.Name), string(m.UID)).Put(l.keys.waiting(m.Namespace, m.Name), pool)
+	res, err := txn.Commit(ctx, l.client, &tx)
+	if err != nil {
+		return done, err
+	}
+	if !res.Succeeded {
+		return failed(key, mKey, b, res)
+	}
+	metricAllocations.WithLabelValues("waiting").Inc()
+	if err := written.Into(out, res.Revision); err != nil {
+		return done, err
+	}
+	l.event(waiting, "MacOSMachine", corev1.EventTypeWarning, ReasonPoolExhausted,
+		"MacOSIdentityPool %s has no free identity; the machine waits for the next one freed or added", pool)
+	return done, nil
+}
+
+// Delete removes a machine and, in the same transaction, gives its identity
+// to the machine that has waited longest for one of that pool, or back to
+// the pool. A waiting machine stops waiting.
+func (s *machineStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
+	validateDeletion storage.ValidateObjectFunc, _ runtime.Object, _ storage.DeleteOptions) error {
+	l := s.l
+	mKey, err := l.machines.EtcdKey(key)
+	if err != nil {
+		return err
+	}
+	for range maxAttempts {
+		obj, rev, err := l.machines.Get(ctx, l.client, mKey)
+		if err != nil {
+			return err
+		}
+		m := obj.(*dockerio.MacOSMachine)
+		if preconditions != nil {
+			if err := preconditions.Check(key, m); err != nil {
+				return err
+			}
+		}
+		if err := validateDeletion(ctx, m); err != nil {
+			return err
+		}
+		var tx txn.Txn
+		tx.IfUnchanged(mKey, rev).Delete(mKey)
+		handoff, err := l.release(ctx, &tx, m)
+		if err != nil {
+			return err
+		}
+		res, err := txn.Commit(ctx, l.client, &tx)
+		if err != nil {
+			return err
+		}
+		if !res.Succeeded {
+			continue
+		}
+		handoff.announce(l)
+		metricReleases.WithLabelValues("delete").Inc()
+		// Like the etcd3 store, answer with the deleted object at the
+		// revision of its deletion.
+		if err := (storage.APIObjectVersioner{}).UpdateObject(m, uint64(res.Revision)); err != nil {
+			return err
+		}
+		return copyInto(out, m)
+	}
+	return contended("macosmachines", key, "")
+}
+
+// errReleaseNeeded stops a generic update that would move a machine to
+// Failed: that write must also release the identity, in one transaction.
+var errReleaseNeeded = errors.New("identity release needed")
+
+// GuaranteedUpdate lets the generic store make every update, except the one
+// that moves a machine to Failed: a failed machine gives back what it holds
+// (rule 3), so that write is made here together with the release.
+func (s *machineStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
+	l := s.l
+	mKey, err := l.machines.EtcdKey(key)
+	if err != nil {
+		return err
+	}
+	for range maxAttempts {
+		var failing *failTransition
+		err := s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions,
+			func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+				output, ttl, err := tryUpdate(input, res)
+				if err != nil {
+					return output, ttl, err
+				}
+				old, ok1 := input.(*dockerio.MacOSMachine)
+				updated, ok2 := output.(*dockerio.MacOSMachine)
+				if ok1 && ok2 && updated.Status.Phase == dockerio.MachineFailed && old.Status.Phase != dockerio.MachineFailed {
+					failing = &failTransition{old: old, updated: updated, rev: int64(res.ResourceVersion)}
+					return nil, nil, errReleaseNeeded
+				}
+				return output, ttl, nil
+			}, cachedExistingObject)
+		if !errors.Is(err, errReleaseNeeded) {
+			return err
+		}
+		done, err := s.failAndRelease(ctx, mKey, failing, destination)
+		if done || err != nil {
+			return err
+		}
+		// The machine changed since the update read it: let the generic
+		// store read it again and the update decide again.
+		cachedExistingObject = nil
+	}
+	return contended("macosmachines", key, "")
+}
+
+type failTransition struct {
+	old, updated *dockerio.MacOSMachine
+	rev          int64
+}
+
+// failAndRelease writes the Failed machine without its identity and releases
+// the identity, if the machine is still as the update saw it.
+func (s *machineStorage) failAndRelease(ctx context.Context, mKey string, f *failTransition, destination runtime.Object) (bool, error) {
+	l := s.l
+	failed := f.updated.DeepCopy()
+	if ref := f.old.Status.IdentityRef; ref != nil {
+		l.setIdentityCondition(failed, metav1.ConditionFalse, ReasonReleased,
+			fmt.Sprintf("MacOSIdentity %s was given back when the machine failed", ref.Name))
+	} else {
+		l.setIdentityCondition(failed, metav1.ConditionFalse, ReasonReleased, "the machine failed and no longer waits for an identity")
+	}
+	failed.Status.IdentityRef = nil
+
+	var tx txn.Txn
+	tx.IfUnchanged(mKey, f.rev)
+	written, err := tx.PutObject(ctx, l.machines, mKey, failed)
+	if err != nil {
+		return false, err
+	}
+	handoff, err := l.release(ctx, &tx, f.old)
+	if err != nil {
+		return false, err
+	}
+	res, err := txn.Commit(ctx, l.client, &tx)
+	if err != nil || !res.Succeeded {
+		return false, err
+	}
+	handoff.announce(l)
+	metricReleases.WithLabelValues("failed").Inc()
+	return true, written.Into(destination, res.Revision)
+}
+
+// handoff says what a release did, to report once it is committed.
+type handoff struct {
+	identity *dockerio.MacOSIdentity
+	to       *dockerio.MacOSMachine
+}
+
+func (h *handoff) announce(l *Ledger) {
+	if h == nil || h.to == nil {
+		return
+	}
+	metricAllocations.WithLabelValues("handedOver").Inc()
+	l.event(h.to, "MacOSMachine", corev1.EventTypeNormal, ReasonAllocated,
+		"took MacOSIdentity %s, which was given back to pool %s", h.identity.Name, h.identity.Spec.PoolName)
+}
+
+// release adds to tx what giving back m's identity takes: the identity goes
+// to the oldest machine waiting in its pool, or onto the free list; a
+// waiting m stops waiting. The caller adds the write of m itself.
+func (l *Ledger) release(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMachine) (*handoff, error) {
+	ref := m.Status.IdentityRef
+	if ref == nil {
+		waitingKey := l.keys.waiting(m.Namespace, m.Name)
+		resp, err := l.client.Get(ctx, waitingKey)
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Kvs) == 1 {
+			pool := string(resp.Kvs[0].Value)
+			tx.Delete(waitingKey).Delete(l.keys.pending(pool, m.Namespace, m.Name))
+		}
+		return nil, nil
+	}
+	idKey := l.identities.Key("", ref.Name)
+	obj, idRev, err := l.identities.Get(ctx, l.client, idKey)
+	if storage.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	id := obj.(*dockerio.MacOSIdentity)
+	if a := id.Status.Allocation; a == nil || a.MachineUID != string(m.UID) {
+		// The ledger says someone else holds it: nothing of ours to give.
+		return nil, nil
+	}
+	tx.IfUnchanged(idKey, idRev)
+	pool := id.Spec.PoolName
+	next, err := l.oldestWaiting(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	if next == nil {
+		released := id.DeepCopy()
+		released.Status.Allocation = nil
+		if _, err := tx.PutObject(ctx, l.identities, idKey, released); err != nil {
+			return nil, err
+		}
+		tx.IfNothingUnder(l.keys.pendingPrefix(pool)).Put(l.keys.free(pool, id.Name), "")
+		return nil, nil
+	}
+	n := next.machine
+	nKey := l.machines.Key(n.Namespace, n.Name)
+	tx.IfUnchanged(nKey, next.machineRev).IfUnchanged(next.pendingKey, next.pendingRev)
+	if _, err := tx.PutObject(ctx, l.machines, nKey, l.allocatedTo(n, id)); err != nil {
+		return nil, err
+	}
+	if _, err := tx.PutObject(ctx, l.identities, idKey, l.holding(id, n)); err != nil {
+		return nil, err
+	}
+	tx.Delete(next.pendingKey).Delete(l.keys.waiting(n.Namespace, n.Name))
+	return &handoff{identity: id, to: n}, nil
+}
+
+func copyInto(out, in runtime.Object) error {
+	dst, ok1 := out.(*dockerio.MacOSMachine)
+	src, ok2 := in.(*dockerio.MacOSMachine)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("cannot copy %T into %T", in, out)
+	}
+	*dst = *src
+	return nil
+}

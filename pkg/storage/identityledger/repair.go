@@ -1,0 +1,467 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package identityledger
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/storage/txn"
+)
+
+// Kinds of drift the audit finds. Each is a label of the repairs metric.
+const (
+	DriftMissingValueKey   = "MissingValueKey"   // an identity's value has no index key
+	DriftOrphanValueKey    = "OrphanValueKey"    // an index key names no identity with that value
+	DriftDuplicateValue    = "DuplicateValue"    // two identities share a value (cannot be fixed here)
+	DriftMissingMember     = "MissingMember"     // an identity is not in its pool's member list
+	DriftOrphanMember      = "OrphanMember"      // a member key names no identity of that pool
+	DriftMissingFree       = "MissingFree"       // a free identity is neither on the free list nor given to a waiting machine
+	DriftOrphanFree        = "OrphanFree"        // a free-list entry names an identity that is held or gone
+	DriftDanglingHolder    = "DanglingHolder"    // an identity is held by a machine that is gone
+	DriftMachineRef        = "MachineRef"        // a machine names an identity that does not name it back
+	DriftMissingWaiting    = "MissingWaiting"    // a machine without identity is not in the waiting queue
+	DriftOrphanWaiting     = "OrphanWaiting"     // a waiting-queue entry is for no waiting machine
+	DriftUnresolvableClass = "UnresolvableClass" // a waiting machine's class or pool is gone (cannot be fixed here)
+)
+
+// Drift is one disagreement between objects and index keys.
+type Drift struct {
+	Kind    string
+	Subject string
+	Message string
+	// fix makes the repair, in one transaction conditioned on what the
+	// audit saw; nil when a person must decide.
+	fix func(ctx context.Context) (bool, error)
+	// event names the object to tell about it.
+	event *eventTarget
+}
+
+type eventTarget struct {
+	obj  metav1.Object
+	kind string
+}
+
+func (d Drift) String() string { return d.Kind + " " + d.Subject + ": " + d.Message }
+
+// snapshot is every ledger object and key, read at one etcd revision.
+type snapshot struct {
+	rev        int64
+	identities map[string]*dockerio.MacOSIdentity
+	idRevs     map[string]int64
+	machines   map[string]*dockerio.MacOSMachine // by namespace/name
+	mRevs      map[string]int64
+	classes    map[string]*dockerio.MacOSMachineClass
+	index      map[string]txn.KeyValue
+}
+
+func (l *Ledger) read(ctx context.Context) (*snapshot, error) {
+	s := &snapshot{
+		identities: map[string]*dockerio.MacOSIdentity{}, idRevs: map[string]int64{},
+		machines: map[string]*dockerio.MacOSMachine{}, mRevs: map[string]int64{},
+		classes: map[string]*dockerio.MacOSMachineClass{}, index: map[string]txn.KeyValue{},
+	}
+	// The first read fixes the revision; the others read at it, so the
+	// audit compares one consistent state however long it takes.
+	resp, err := l.client.Get(ctx, l.identities.KeyPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	s.rev = resp.Header.Revision
+	for _, kv := range resp.Kvs {
+		obj, err := l.identities.Decode(ctx, string(kv.Key), kv.Value, kv.ModRevision)
+		if err != nil {
+			klog.ErrorS(err, "Identity ledger audit skips an undecodable identity", "key", string(kv.Key))
+			continue
+		}
+		id := obj.(*dockerio.MacOSIdentity)
+		s.identities[id.Name], s.idRevs[id.Name] = id, kv.ModRevision
+	}
+	at := clientv3.WithRev(s.rev)
+	if resp, err = l.client.Get(ctx, l.machines.KeyPrefix(), clientv3.WithPrefix(), at); err != nil {
+		return nil, err
+	}
+	for _, kv := range resp.Kvs {
+		obj, err := l.machines.Decode(ctx, string(kv.Key), kv.Value, kv.ModRevision)
+		if err != nil {
+			klog.ErrorS(err, "Identity ledger audit skips an undecodable machine", "key", string(kv.Key))
+			continue
+		}
+		m := obj.(*dockerio.MacOSMachine)
+		s.machines[m.Namespace+"/"+m.Name], s.mRevs[m.Namespace+"/"+m.Name] = m, kv.ModRevision
+	}
+	if resp, err = l.client.Get(ctx, l.classes.KeyPrefix(), clientv3.WithPrefix(), at); err != nil {
+		return nil, err
+	}
+	for _, kv := range resp.Kvs {
+		if obj, err := l.classes.Decode(ctx, string(kv.Key), kv.Value, kv.ModRevision); err == nil {
+			c := obj.(*dockerio.MacOSMachineClass)
+			s.classes[c.Name] = c
+		}
+	}
+	if resp, err = l.client.Get(ctx, l.keys.root, clientv3.WithPrefix(), at); err != nil {
+		return nil, err
+	}
+	for _, kv := range resp.Kvs {
+		s.index[string(kv.Key)] = txn.KeyValue{Value: kv.Value, ModRevision: kv.ModRevision}
+	}
+	return s, nil
+}
+
+// Audit compares every identity and machine with the index keys and
+// returns each disagreement. It changes nothing.
+func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
+	s, err := l.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var drifts []Drift
+	expected := map[string]bool{}
+
+	// Identities some machine says it holds: when the identity itself says
+	// it is free, the machine's side of the audit decides.
+	claimed := map[string]bool{}
+	for _, m := range s.machines {
+		if ref := m.Status.IdentityRef; ref != nil {
+			claimed[ref.Name] = true
+		}
+	}
+
+	names := make([]string, 0, len(s.identities))
+	for name := range s.identities {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		id := s.identities[name]
+		pool := id.Spec.PoolName
+		for field, v := range uniqueValues(&id.Spec) {
+			k := l.keys.value(field, v)
+			expected[k] = true
+			kv, ok := s.index[k]
+			switch {
+			case !ok:
+				drifts = append(drifts, l.putKeyDrift(DriftMissingValueKey, "MacOSIdentity "+name,
+					fmt.Sprintf("%s %s has no uniqueness key", field, v), k, name, l.identities.Key("", name), s.idRevs[name]))
+			case string(kv.Value) != name:
+				drifts = append(drifts, Drift{Kind: DriftDuplicateValue, Subject: "MacOSIdentity " + name,
+					Message: fmt.Sprintf("%s %s is also held by MacOSIdentity %s; delete one of the two", field, v, kv.Value),
+					event:   &eventTarget{obj: id, kind: "MacOSIdentity"}})
+			}
+		}
+		member := l.keys.member(pool, name)
+		expected[member] = true
+		if _, ok := s.index[member]; !ok {
+			drifts = append(drifts, l.putKeyDrift(DriftMissingMember, "MacOSIdentity "+name,
+				"is not counted in its pool", member, "", l.identities.Key("", name), s.idRevs[name]))
+		}
+		free := l.keys.free(pool, name)
+		if a := id.Status.Allocation; a == nil {
+			expected[free] = true
+			if _, ok := s.index[free]; !ok && !claimed[name] {
+				drifts = append(drifts, l.missingFreeDrift(id, s.idRevs[name]))
+			}
+			continue
+		}
+		a := id.Status.Allocation
+		holder, ok := s.machines[a.MachineNamespace+"/"+a.MachineName]
+		if !ok || string(holder.UID) != a.MachineUID {
+			drifts = append(drifts, l.danglingHolderDrift(id, s.idRevs[name]))
+		}
+	}
+
+	heldBy := map[string]*dockerio.MacOSIdentity{} // machine uid → identity naming it
+	for _, id := range s.identities {
+		if a := id.Status.Allocation; a != nil {
+			heldBy[a.MachineUID] = id
+		}
+	}
+
+	mNames := make([]string, 0, len(s.machines))
+	for k := range s.machines {
+		mNames = append(mNames, k)
+	}
+	sort.Strings(mNames)
+	for _, key := range mNames {
+		m := s.machines[key]
+		if ref := m.Status.IdentityRef; ref != nil {
+			id, ok := s.identities[ref.Name]
+			if !ok || id.Status.Allocation == nil || id.Status.Allocation.MachineUID != string(m.UID) {
+				drifts = append(drifts, l.machineRefDrift(m, s.mRevs[key], id, s.idRevs[ref.Name]))
+			}
+			continue
+		}
+		if id, ok := heldBy[string(m.UID)]; ok {
+			drifts = append(drifts, l.forgottenIdentityDrift(m, s.mRevs[key], id, s.idRevs[id.Name]))
+			continue
+		}
+		if m.Status.Phase == dockerio.MachineFailed {
+			continue
+		}
+		class, ok := s.classes[m.Spec.ClassName]
+		waitingKey := l.keys.waiting(m.Namespace, m.Name)
+		if kv, has := s.index[waitingKey]; has {
+			// The machine says where it waits; that is where it is counted.
+			expected[waitingKey] = true
+			pending := l.keys.pending(string(kv.Value), m.Namespace, m.Name)
+			expected[pending] = true
+			if _, ok := s.index[pending]; ok {
+				continue
+			}
+		}
+		if !ok {
+			drifts = append(drifts, Drift{Kind: DriftUnresolvableClass, Subject: "MacOSMachine " + key,
+				Message: fmt.Sprintf("waits for an identity but its class %s is gone", m.Spec.ClassName),
+				event:   &eventTarget{obj: m, kind: "MacOSMachine"}})
+			continue
+		}
+		pool := class.Spec.IdentityPoolName
+		expected[waitingKey], expected[l.keys.pending(pool, m.Namespace, m.Name)] = true, true
+		drifts = append(drifts, l.missingWaitingDrift(m, s.mRevs[key], pool))
+	}
+
+	var keys []string
+	for k := range s.index {
+		if !expected[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		kind := DriftOrphanValueKey
+		switch {
+		case strings.HasPrefix(k, l.keys.waitingPrefix()):
+			kind = DriftOrphanWaiting
+		case strings.HasPrefix(k, l.keys.poolsPrefix()):
+			_, what, _, _ := l.keys.parsePoolKey(k)
+			kind = map[string]string{"members": DriftOrphanMember, "free": DriftOrphanFree, "pending": DriftOrphanWaiting}[what]
+		}
+		rev := s.index[k].ModRevision
+		key := k
+		drifts = append(drifts, Drift{Kind: kind, Subject: strings.TrimPrefix(k, l.keys.root),
+			Message: "index key without the object it stands for",
+			fix: func(ctx context.Context) (bool, error) {
+				var tx txn.Txn
+				tx.IfUnchanged(key, rev).Delete(key)
+				res, err := txn.Commit(ctx, l.client, &tx)
+				return err == nil && res.Succeeded, err
+			}})
+	}
+	return drifts, nil
+}
+
+// putKeyDrift is a missing key to add, if the object is unchanged.
+func (l *Ledger) putKeyDrift(kind, subject, message, key, val, objKey string, objRev int64) Drift {
+	return Drift{Kind: kind, Subject: subject, Message: message,
+		fix: func(ctx context.Context) (bool, error) {
+			var tx txn.Txn
+			tx.IfAbsent(key).IfUnchanged(objKey, objRev).Put(key, val)
+			res, err := txn.Commit(ctx, l.client, &tx)
+			return err == nil && res.Succeeded, err
+		}}
+}
+
+// missingFreeDrift is a free identity lost to the pool: it goes to the
+// longest-waiting machine, or onto the free list.
+func (l *Ledger) missingFreeDrift(id *dockerio.MacOSIdentity, idRev int64) Drift {
+	return Drift{Kind: DriftMissingFree, Subject: "MacOSIdentity " + id.Name,
+		Message: "is free but neither on the free list nor given to a waiting machine",
+		fix: func(ctx context.Context) (bool, error) {
+			return l.returnToPool(ctx, id, idRev, func(tx *txn.Txn) {})
+		}}
+}
+
+// danglingHolderDrift is an identity held by a machine that is gone.
+func (l *Ledger) danglingHolderDrift(id *dockerio.MacOSIdentity, idRev int64) Drift {
+	a := id.Status.Allocation
+	return Drift{Kind: DriftDanglingHolder, Subject: "MacOSIdentity " + id.Name,
+		Message: fmt.Sprintf("is held by MacOSMachine %s/%s (uid %s), which is gone; it goes back to the pool", a.MachineNamespace, a.MachineName, a.MachineUID),
+		event:   &eventTarget{obj: id, kind: "MacOSIdentity"},
+		fix: func(ctx context.Context) (bool, error) {
+			released := id.DeepCopy()
+			released.Status.Allocation = nil
+			return l.returnToPool(ctx, released, idRev, func(tx *txn.Txn) {})
+		}}
+}
+
+// returnToPool writes a free identity (unchanged since idRev) to the oldest
+// waiting machine of its pool, or onto the free list.
+func (l *Ledger) returnToPool(ctx context.Context, id *dockerio.MacOSIdentity, idRev int64, extra func(*txn.Txn)) (bool, error) {
+	pool := id.Spec.PoolName
+	idKey := l.identities.Key("", id.Name)
+	next, err := l.oldestWaiting(ctx, pool)
+	if err != nil {
+		return false, err
+	}
+	var tx txn.Txn
+	tx.IfUnchanged(idKey, idRev)
+	extra(&tx)
+	stored := id
+	if next == nil {
+		tx.IfNothingUnder(l.keys.pendingPrefix(pool)).Put(l.keys.free(pool, id.Name), "")
+	} else {
+		n := next.machine
+		nKey := l.machines.Key(n.Namespace, n.Name)
+		tx.IfUnchanged(nKey, next.machineRev).IfUnchanged(next.pendingKey, next.pendingRev)
+		if _, err := tx.PutObject(ctx, l.machines, nKey, l.allocatedTo(n, id)); err != nil {
+			return false, err
+		}
+		tx.Delete(next.pendingKey).Delete(l.keys.waiting(n.Namespace, n.Name))
+		stored = l.holding(id, n)
+	}
+	if _, err := tx.PutObject(ctx, l.identities, idKey, stored); err != nil {
+		return false, err
+	}
+	res, err := txn.Commit(ctx, l.client, &tx)
+	if err != nil || !res.Succeeded {
+		return false, err
+	}
+	if next != nil {
+		(&handoff{identity: id, to: next.machine}).announce(l)
+	}
+	return true, nil
+}
+
+// machineRefDrift is a machine naming an identity that does not name it.
+// A free identity is given back to the machine (which is probably running
+// with its values); one held by another machine, or gone, is taken from it.
+func (l *Ledger) machineRefDrift(m *dockerio.MacOSMachine, mRev int64, id *dockerio.MacOSIdentity, idRev int64) Drift {
+	key := m.Namespace + "/" + m.Name
+	ref := m.Status.IdentityRef.Name
+	d := Drift{Kind: DriftMachineRef, Subject: "MacOSMachine " + key, event: &eventTarget{obj: m, kind: "MacOSMachine"}}
+	mKey := l.machines.Key(m.Namespace, m.Name)
+	if id != nil && id.Status.Allocation == nil {
+		d.Message = fmt.Sprintf("holds MacOSIdentity %s, which had been marked free; it is the machine's again", ref)
+		d.fix = func(ctx context.Context) (bool, error) {
+			idKey := l.identities.Key("", ref)
+			var tx txn.Txn
+			tx.IfUnchanged(mKey, mRev).IfUnchanged(idKey, idRev).Delete(l.keys.free(id.Spec.PoolName, id.Name))
+			if _, err := tx.PutObject(ctx, l.identities, idKey, l.holding(id, m)); err != nil {
+				return false, err
+			}
+			res, err := txn.Commit(ctx, l.client, &tx)
+			return err == nil && res.Succeeded, err
+		}
+		return d
+	}
+	reason := "IdentityMissing"
+	d.Message = fmt.Sprintf("names MacOSIdentity %s, which does not exist; the machine no longer holds an identity", ref)
+	if id != nil {
+		reason = "IdentityConflict"
+		a := id.Status.Allocation
+		d.Message = fmt.Sprintf("names MacOSIdentity %s, which is held by MacOSMachine %s/%s; the machine no longer holds an identity", ref, a.MachineNamespace, a.MachineName)
+	}
+	d.fix = func(ctx context.Context) (bool, error) {
+		lost := m.DeepCopy()
+		lost.Status.IdentityRef = nil
+		l.setIdentityCondition(lost, metav1.ConditionFalse, reason, d.Message)
+		var tx txn.Txn
+		tx.IfUnchanged(mKey, mRev)
+		if _, err := tx.PutObject(ctx, l.machines, mKey, lost); err != nil {
+			return false, err
+		}
+		res, err := txn.Commit(ctx, l.client, &tx)
+		return err == nil && res.Succeeded, err
+	}
+	return d
+}
+
+// forgottenIdentityDrift is a machine that lost the reference to the
+// identity that still names it: the reference is written back.
+func (l *Ledger) forgottenIdentityDrift(m *dockerio.MacOSMachine, mRev int64, id *dockerio.MacOSIdentity, idRev int64) Drift {
+	return Drift{Kind: DriftMachineRef, Subject: "MacOSMachine " + m.Namespace + "/" + m.Name,
+		Message: fmt.Sprintf("is held by MacOSIdentity %s but did not name it; it does again", id.Name),
+		event:   &eventTarget{obj: m, kind: "MacOSMachine"},
+		fix: func(ctx context.Context) (bool, error) {
+			mKey := l.machines.Key(m.Namespace, m.Name)
+			var tx txn.Txn
+			tx.IfUnchanged(mKey, mRev).IfUnchanged(l.identities.Key("", id.Name), idRev)
+			if _, err := tx.PutObject(ctx, l.machines, mKey, l.allocatedTo(m, id)); err != nil {
+				return false, err
+			}
+			res, err := txn.Commit(ctx, l.client, &tx)
+			return err == nil && res.Succeeded, err
+		}}
+}
+
+// missingWaitingDrift is a machine without identity that nobody would give one.
+func (l *Ledger) missingWaitingDrift(m *dockerio.MacOSMachine, mRev int64, pool string) Drift {
+	return Drift{Kind: DriftMissingWaiting, Subject: "MacOSMachine " + m.Namespace + "/" + m.Name,
+		Message: fmt.Sprintf("has no identity and was not waiting for one of pool %s; it waits now", pool),
+		fix: func(ctx context.Context) (bool, error) {
+			var tx txn.Txn
+			tx.IfUnchanged(l.machines.Key(m.Namespace, m.Name), mRev).
+				Put(l.keys.pending(pool, m.Namespace, m.Name), string(m.UID)).
+				Put(l.keys.waiting(m.Namespace, m.Name), pool)
+			res, err := txn.Commit(ctx, l.client, &tx)
+			return err == nil && res.Succeeded, err
+		}}
+}
+
+// Repair audits the ledger and fixes every drift it can, each in a
+// transaction that only applies if nothing changed since the audit saw it.
+// Each fix is reported as an Event (where there is an object to tell about)
+// and counted in dockerios_identity_ledger_repairs_total. It returns what
+// was found; a drift that needs a person is reported but left alone.
+func (l *Ledger) Repair(ctx context.Context) ([]Drift, error) {
+	drifts, err := l.Audit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range drifts {
+		if d.fix == nil {
+			klog.InfoS("Identity ledger drift needs a person", "drift", d.Kind, "subject", d.Subject, "message", d.Message)
+			if d.event != nil {
+				l.event(d.event.obj, d.event.kind, corev1.EventTypeWarning, d.Kind, "%s", d.Message)
+			}
+			continue
+		}
+		fixed, err := d.fix(ctx)
+		if err != nil {
+			return drifts, fmt.Errorf("repairing %s: %w", d, err)
+		}
+		if !fixed {
+			continue // the state moved on since the audit; the next pass looks again
+		}
+		metricRepairs.WithLabelValues(d.Kind).Inc()
+		klog.InfoS("Identity ledger repaired", "drift", d.Kind, "subject", d.Subject, "message", d.Message)
+		if d.event != nil {
+			l.event(d.event.obj, d.event.kind, corev1.EventTypeWarning, "LedgerRepaired", "%s: %s", d.Kind, d.Message)
+		}
+	}
+	return drifts, nil
+}
+
+// RunRepair repairs the ledger now and then every interval until ctx ends,
+// like Kubernetes' ClusterIP repair controller.
+func (l *Ledger) RunRepair(ctx context.Context, interval time.Duration) {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if _, err := l.Repair(ctx); err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "Identity ledger repair failed; retrying at the next interval")
+		}
+	}, interval)
+}
