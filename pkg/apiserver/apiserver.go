@@ -126,6 +126,7 @@ func newLedger(c CompletedConfig, server *genericapiserver.GenericAPIServer) (*i
 		return nil, err
 	}
 	server.AddPostStartHookOrDie("dockerios-identity-ledger", func(ctx genericapiserver.PostStartHookContext) error {
+		go ledger.RunFreeView(ctx)
 		go ledger.RunPoolStatus(ctx)
 		go ledger.RunRepair(ctx, c.IdentityRepairInterval)
 		go func() {

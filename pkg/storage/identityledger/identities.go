@@ -36,6 +36,7 @@ import (
 // joins its pool either free or, when machines are waiting, held by the one
 // that has waited longest.
 func (l *Ledger) IdentityStorage(inner storage.Interface) storage.Interface {
+	l.identityReads = inner
 	return &identityStorage{Interface: inner, l: l}
 }
 

@@ -32,9 +32,10 @@ import (
 //	pools/<pool>/pending/<ns>/<machine>     → machine uid; machines waiting for an identity
 //	machines/<ns>/<machine>/waiting-in      → pool; where that machine's pending key is
 //
-// Free keys are spread over 256 buckets (from a hash of the identity name)
-// so that concurrent allocations start from random buckets and rarely reach
-// for the same identity. Pending keys are served oldest first by their etcd
+// Free keys are spread over 4096 buckets (three hex digits of a hash of the
+// identity name) so that concurrent allocations look in random buckets and
+// rarely reach for the same identity, and so that one bucket stays small
+// however large the pool (etcd counts every key of a range it reads). Pending keys are served oldest first by their etcd
 // create revision, which is the revision the machine was created at.
 type layout struct {
 	root string
@@ -76,11 +77,14 @@ func (l layout) waiting(namespace, machine string) string {
 	return l.waitingPrefix() + namespace + "/" + machine + "/waiting-in"
 }
 
-// bucket spreads identities over 256 free-list buckets.
+// bucketDigits is the number of hex digits of a free-list bucket.
+const bucketDigits = 3
+
+// bucket spreads identities over 16^bucketDigits free-list buckets.
 func bucket(identity string) string {
 	h := fnv.New32a()
 	h.Write([]byte(identity))
-	return fmt.Sprintf("%02x", h.Sum32()&0xff)
+	return fmt.Sprintf("%03x", h.Sum32()&0xfff)
 }
 
 // parsePoolKey splits a key under pools/ into pool, kind (members, free,

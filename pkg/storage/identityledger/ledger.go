@@ -81,6 +81,14 @@ type Ledger struct {
 
 	bindingsMu sync.Mutex
 	bindings   map[string]*binding // by class name
+
+	// free is this apiserver's view of the free lists (see RunFreeView).
+	free freeView
+
+	// identityReads is the identity registry's storage (its watch cache in
+	// the apiserver), set by IdentityStorage: allocations read identities
+	// there first, without a round trip to etcd.
+	identityReads storage.Interface
 }
 
 // Options are a Ledger's collaborators. Clock and Rand default to the real
@@ -121,10 +129,16 @@ func New(client *clientv3.Client, optsGetter generic.RESTOptionsGetter, o Option
 	return l, nil
 }
 
+func (l *Ledger) randomIntN(n int) int {
+	l.randMu.Lock()
+	defer l.randMu.Unlock()
+	return l.rand.IntN(n)
+}
+
 func (l *Ledger) randomBucket() string {
 	l.randMu.Lock()
 	defer l.randMu.Unlock()
-	return fmt.Sprintf("%02x", l.rand.IntN(256))
+	return fmt.Sprintf("%03x", l.rand.IntN(1<<(4*bucketDigits)))
 }
 
 // binding is what a machine's create needs from its class: the pool it
@@ -138,13 +152,23 @@ type binding struct {
 
 // require adds to tx that class and pool are still those of b.
 func (b *binding) require(tx *txn.Txn) {
-	tx.IfCreatedAt(b.classKey, b.classCreated).IfCreatedAt(b.poolKey, b.poolCreated).
-		ReadOnFailure(b.classKey).ReadOnFailure(b.poolKey)
+	tx.IfCreatedAt(b.classKey, b.classCreated).IfCreatedAt(b.poolKey, b.poolCreated)
 }
 
-// stale says whether a failed transaction failed because of b.
-func (b *binding) stale(found map[string]txn.KeyValue) bool {
-	return found[b.classKey].CreateRevision != b.classCreated || found[b.poolKey].CreateRevision != b.poolCreated
+// stale says whether class or pool were replaced since b was read. It is
+// asked only after a transaction failed, so the extra read is rare.
+func (b *binding) stale(ctx context.Context, client *clientv3.Client) (bool, error) {
+	resp, err := client.Txn(ctx).Then(clientv3.OpGet(b.classKey, clientv3.WithKeysOnly()), clientv3.OpGet(b.poolKey, clientv3.WithKeysOnly())).Commit()
+	if err != nil {
+		return false, err
+	}
+	created := func(i int) int64 {
+		if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) == 1 {
+			return kvs[0].CreateRevision
+		}
+		return 0
+	}
+	return created(0) != b.classCreated || created(1) != b.poolCreated, nil
 }
 
 // bindingOf returns the pool m draws from: its class's. The answer is
@@ -193,28 +217,39 @@ type freeIdentity struct {
 	identity string
 }
 
-// pickFree returns a free identity of pool, or nil when there is none. It
-// starts from a random bucket so concurrent allocations spread out; the
-// cost is one bounded range read, whatever the pool's size.
-func (l *Ledger) pickFree(ctx context.Context, pool string) (*freeIdentity, error) {
-	prefix := l.keys.freePrefix(pool)
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	// Serializable: a stale entry is caught by the allocation's conditions.
-	resp, err := l.client.Get(ctx, prefix+l.randomBucket(), clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithSerializable())
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.Kvs) == 0 {
-		if resp, err = l.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithSerializable()); err != nil {
-			return nil, err
+// pickFree returns a free identity of pool, or nil when there is none.
+//
+// It looks in a random bucket, so that concurrent allocations spread out
+// instead of racing for the same identity. etcd counts every key of a range
+// it reads, even with a limit, so each read is kept narrow: first one bucket
+// (1/4096 of the free list), then, if that is empty, the 256 buckets
+// sharing its first digit (1/16), then the whole list. A wider read
+// happens only when the narrower one found nothing, that is when the free
+// list is short: the cost of an allocation follows the free list's density,
+// not the pool's size.
+//
+// With fromView, the apiserver's own view of the free lists is asked first,
+// which costs nothing; it may be behind, which costs the caller a retry.
+func (l *Ledger) pickFree(ctx context.Context, pool string, fromView bool) (*freeIdentity, error) {
+	if fromView {
+		if free, ok := l.free.pick(pool, l.randomIntN); ok {
+			return free, nil
 		}
 	}
-	if len(resp.Kvs) == 0 {
-		return nil, nil
+	prefix := l.keys.freePrefix(pool)
+	b := l.randomBucket()
+	for _, scope := range []string{prefix + b + "/", prefix + b[:1], prefix} {
+		// Serializable: a stale entry is caught by the allocation's conditions.
+		resp, err := l.client.Get(ctx, scope, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithSerializable())
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Kvs) == 1 {
+			key := string(resp.Kvs[0].Key)
+			return &freeIdentity{key: key, rev: resp.Kvs[0].ModRevision, identity: key[len(prefix)+bucketDigits+1:]}, nil
+		}
 	}
-	kv := resp.Kvs[0]
-	key := string(kv.Key)
-	return &freeIdentity{key: key, rev: kv.ModRevision, identity: key[len(prefix)+3:]}, nil
+	return nil, nil
 }
 
 // waitingMachine is the oldest machine waiting for an identity of a pool.

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -62,8 +63,10 @@ func (s *machineStorage) Create(ctx context.Context, key string, obj, out runtim
 	if err != nil {
 		return err
 	}
-	for range maxAttempts {
-		free, err := l.pickFree(ctx, b.pool)
+	for attempt := range maxAttempts {
+		// The first attempt uses what this apiserver already knows (its
+		// view of the free list, its watch cache); after a race, etcd.
+		free, err := l.pickFree(ctx, b.pool, attempt == 0)
 		if err != nil {
 			return err
 		}
@@ -71,7 +74,7 @@ func (s *machineStorage) Create(ctx context.Context, key string, obj, out runtim
 		if free == nil {
 			res, err = s.createWaiting(ctx, key, mKey, m, b, out)
 		} else {
-			res, err = s.createHolding(ctx, key, mKey, m, free, b, out)
+			res, err = s.createHolding(ctx, key, mKey, m, free, b, attempt == 0, out)
 		}
 		switch {
 		case err != nil || res == done:
@@ -97,26 +100,34 @@ const (
 )
 
 // failed says why a create's transaction did not apply.
-func failed(key, mKey string, b *binding, res txn.Result) (outcome, error) {
+func (l *Ledger) failed(ctx context.Context, key, mKey string, b *binding, res txn.Result) (outcome, error) {
 	if _, exists := res.Found[mKey]; exists {
 		return done, storage.NewKeyExistsError(key, 0)
 	}
-	if b.stale(res.Found) {
+	stale, err := b.stale(ctx, l.client)
+	if err != nil {
+		return done, err
+	}
+	if stale {
 		return classChanged, nil
 	}
 	return raced, nil
 }
 
 // createHolding tries to create m holding the free identity.
-func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m *dockerio.MacOSMachine, free *freeIdentity, b *binding, out runtime.Object) (outcome, error) {
+func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m *dockerio.MacOSMachine, free *freeIdentity, b *binding, fromCache bool, out runtime.Object) (outcome, error) {
 	l := s.l
 	idKey := l.identities.Key("", free.identity)
-	// Serializable: the transaction requires the identity unchanged since.
-	obj, idRev, err := l.identities.Get(ctx, l.client, idKey, clientv3.WithSerializable())
+	obj, idRev, err := l.readIdentity(ctx, free.identity, fromCache)
 	if err != nil && !storage.IsNotFound(err) {
 		return done, err
 	}
 	if err != nil || obj.(*dockerio.MacOSIdentity).Status.Allocation != nil {
+		if fromCache {
+			// The view or the cache is behind: look again in etcd.
+			l.free.forget(b.pool, free.key)
+			return raced, nil
+		}
 		// The free-list entry outlived its identity (only possible after
 		// a manual etcd edit); drop it and let the repair loop report it.
 		var tx txn.Txn
@@ -141,11 +152,30 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 	if err != nil {
 		return done, err
 	}
+	l.free.forget(b.pool, free.key) // taken now, by us or by someone faster
 	if !res.Succeeded {
-		return failed(key, mKey, b, res)
+		return l.failed(ctx, key, mKey, b, res)
 	}
 	metricAllocations.WithLabelValues("atCreate").Inc()
 	return done, written.Into(out, res.Revision)
+}
+
+// readIdentity reads an identity and the revision it was last written at.
+// From the watch cache it costs no round trip; the allocation transaction
+// requires the identity unchanged since, so a stale read only costs a retry.
+func (l *Ledger) readIdentity(ctx context.Context, name string, fromCache bool) (runtime.Object, int64, error) {
+	if fromCache && l.identityReads != nil {
+		id := &dockerio.MacOSIdentity{}
+		err := l.identityReads.Get(ctx, l.identities.StoreKey("", name), storage.GetOptions{ResourceVersion: "0"}, id)
+		if err == nil {
+			rev, err := strconv.ParseInt(id.ResourceVersion, 10, 64)
+			return id, rev, err
+		}
+		if !storage.IsNotFound(err) {
+			return nil, 0, err
+		}
+	}
+	return l.identities.Get(ctx, l.client, l.identities.Key("", name), clientv3.WithSerializable())
 }
 
 // createWaiting tries to create m waiting for an identity of its pool; it
@@ -170,7 +200,7 @@ func (s *machineStorage) createWaiting(ctx context.Context, key, mKey string, m 
 		return done, err
 	}
 	if !res.Succeeded {
-		return failed(key, mKey, b, res)
+		return l.failed(ctx, key, mKey, b, res)
 	}
 	metricAllocations.WithLabelValues("waiting").Inc()
 	if err := written.Into(out, res.Revision); err != nil {

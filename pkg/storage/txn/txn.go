@@ -35,6 +35,7 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -100,6 +101,12 @@ func (r *Resource) Key(namespace, name string) string {
 		return r.keyPrefix + namespace + "/" + name
 	}
 	return r.keyPrefix + name
+}
+
+// StoreKey returns the key the resource's generic store uses for the object
+// namespace/name (its KeyFunc's answer), which its storage.Interface takes.
+func (r *Resource) StoreKey(namespace, name string) string {
+	return "/" + strings.TrimPrefix(r.Key(namespace, name), r.storagePrefix)
 }
 
 // KeyPrefix returns the etcd prefix under which every object of the
@@ -210,11 +217,20 @@ func (t *Txn) IfNothingUnder(prefix string) *Txn {
 // PutObject writes obj at key, encoded as its generic store would. Once
 // committed, the returned Written turns into the stored object.
 func (t *Txn) PutObject(ctx context.Context, r *Resource, key string, obj runtime.Object) (Written, error) {
-	prepared := obj.DeepCopyObject()
-	if err := r.versioner.PrepareObjectForStorage(prepared); err != nil {
+	// PrepareObjectForStorage clears what is never stored (the resource
+	// version). It would change the caller's object, so what it clears is
+	// put back after encoding, which costs less than copying the object.
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return Written{}, err
+	}
+	rv, selfLink := accessor.GetResourceVersion(), accessor.GetSelfLink()
+	if err := r.versioner.PrepareObjectForStorage(obj); err != nil {
 		return Written{}, fmt.Errorf("preparing %s for storage: %w", key, err)
 	}
-	data, err := runtime.Encode(r.codec, prepared)
+	data, err := runtime.Encode(r.codec, obj)
+	accessor.SetResourceVersion(rv)
+	accessor.SetSelfLink(selfLink)
 	if err != nil {
 		return Written{}, err
 	}

@@ -1,0 +1,155 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package identityledger
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/klog/v2"
+)
+
+// freeView is this apiserver's copy of the free lists, kept by an etcd
+// watch, so that an allocation picks a free identity in memory instead of
+// asking etcd. It is only ever a hint: the allocation's transaction requires
+// the free-list entry unchanged, so an entry another replica took meanwhile
+// costs a retry, never a double allocation. Until it has loaded, and after
+// its watch breaks until it has reloaded, allocations ask etcd.
+type freeView struct {
+	mu    sync.Mutex
+	ready bool
+	pools map[string]*freeSet
+}
+
+// freeSet is one pool's free entries, with O(1) random pick and removal.
+type freeSet struct {
+	entries []freeIdentity
+	index   map[string]int // key → position in entries
+}
+
+func (s *freeSet) put(e freeIdentity) {
+	if i, ok := s.index[e.key]; ok {
+		s.entries[i] = e
+		return
+	}
+	s.index[e.key] = len(s.entries)
+	s.entries = append(s.entries, e)
+}
+
+func (s *freeSet) remove(key string) {
+	i, ok := s.index[key]
+	if !ok {
+		return
+	}
+	last := len(s.entries) - 1
+	s.entries[i] = s.entries[last]
+	s.index[s.entries[i].key] = i
+	s.entries = s.entries[:last]
+	delete(s.index, key)
+}
+
+// pick returns a random free entry of pool. ok is false when the view
+// cannot say (not loaded); an empty pool is (nil, true).
+func (v *freeView) pick(pool string, random func(n int) int) (*freeIdentity, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.ready {
+		return nil, false
+	}
+	s := v.pools[pool]
+	if s == nil || len(s.entries) == 0 {
+		return nil, true
+	}
+	e := s.entries[random(len(s.entries))]
+	return &e, true
+}
+
+// forget drops an entry the caller learnt is taken or stale.
+func (v *freeView) forget(pool, key string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if s := v.pools[pool]; s != nil {
+		s.remove(key)
+	}
+}
+
+func (v *freeView) apply(l *Ledger, kv *mvccpb.KeyValue, deleted bool) {
+	pool, kind, _, ok := l.keys.parsePoolKey(string(kv.Key))
+	if !ok || kind != "free" {
+		return
+	}
+	s := v.pools[pool]
+	if s == nil {
+		s = &freeSet{index: map[string]int{}}
+		v.pools[pool] = s
+	}
+	key := string(kv.Key)
+	if deleted {
+		s.remove(key)
+		return
+	}
+	s.put(freeIdentity{key: key, rev: kv.ModRevision, identity: key[len(l.keys.freePrefix(pool))+bucketDigits+1:]})
+}
+
+// RunFreeView keeps this apiserver's view of the free lists until ctx
+// ends. Allocations work without it, asking etcd; with it, they ask nobody.
+func (l *Ledger) RunFreeView(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := l.watchFree(ctx); err != nil && ctx.Err() == nil {
+			klog.InfoS("Free-list view of the identity ledger restarts", "reason", err)
+		}
+		l.free.mu.Lock()
+		l.free.ready = false
+		l.free.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// watchFree loads the free lists and follows them until the watch ends.
+func (l *Ledger) watchFree(ctx context.Context) error {
+	prefix := l.keys.poolsPrefix()
+	resp, err := l.client.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	l.free.mu.Lock()
+	l.free.pools = map[string]*freeSet{}
+	for _, kv := range resp.Kvs {
+		l.free.apply(l, kv, false)
+	}
+	l.free.ready = true
+	l.free.mu.Unlock()
+
+	w := l.client.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	for wr := range w {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		l.free.mu.Lock()
+		for _, ev := range wr.Events {
+			l.free.apply(l, ev.Kv, ev.Type == clientv3.EventTypeDelete)
+		}
+		l.free.mu.Unlock()
+	}
+	return ctx.Err()
+}
