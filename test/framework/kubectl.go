@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,26 @@ const kubectlTimeout = time.Minute
 type Kubectl struct {
 	Bin        string
 	Kubeconfig string
+	// Env is added to kubectl's environment, as PATH to find plugins.
+	Env []string
+	// kubeconfigInEnv passes the kubeconfig as KUBECONFIG rather than as a
+	// flag, which kubectl refuses before a plugin's name.
+	kubeconfigInEnv bool
+}
+
+// WithPlugin returns a kubectl that finds the kubectl-dockerios plugin
+// built from this checkout, as a user who installed it on PATH would.
+func (k *Kubectl) WithPlugin(t testing.TB) *Kubectl {
+	t.Helper()
+	plugin := PluginBinary(t)
+	withPlugin := *k
+	// kubectl does not hand its own flags to a plugin: the plugin finds
+	// the cluster through KUBECONFIG, as it does for a user.
+	withPlugin.Env = append(append([]string{}, k.Env...),
+		"PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+k.Kubeconfig)
+	withPlugin.kubeconfigInEnv = true
+	return &withPlugin
 }
 
 // NewKubectl returns a kubectl for kubeconfig.
@@ -63,7 +84,11 @@ type Result struct {
 func (k *Kubectl) Run(stdin string, args ...string) Result {
 	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, k.Bin, append([]string{"--kubeconfig", k.Kubeconfig}, args...)...)
+	if !k.kubeconfigInEnv {
+		args = append([]string{"--kubeconfig", k.Kubeconfig}, args...)
+	}
+	cmd := exec.CommandContext(ctx, k.Bin, args...)
+	cmd.Env = append(os.Environ(), k.Env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if stdin != "" {

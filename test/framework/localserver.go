@@ -43,44 +43,63 @@ import (
 // sets them so the suite builds each binary once.
 const (
 	APIServerBinEnv = "DOCKERIOS_APISERVER_BIN"
+	PluginBinEnv    = "DOCKERIOS_KUBECTL_PLUGIN_BIN"
 	KubectlBinEnv   = "KUBECTL"
-)
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
 )
 
 // APIServerBinary returns the apiserver binary to test: $DOCKERIOS_APISERVER_BIN
 // when set, otherwise one built from this checkout (once per test process).
 func APIServerBinary(t testing.TB) string {
 	t.Helper()
-	if bin := os.Getenv(APIServerBinEnv); bin != "" {
+	return apiserverBin.get(t)
+}
+
+// PluginBinary returns the kubectl-dockerios plugin to test:
+// $DOCKERIOS_KUBECTL_PLUGIN_BIN when set, otherwise one built from this checkout.
+func PluginBinary(t testing.TB) string {
+	t.Helper()
+	return pluginBin.get(t)
+}
+
+var (
+	apiserverBin = &binary{env: APIServerBinEnv, name: "dockerios-apiserver", pkg: "./cmd/apiserver"}
+	pluginBin    = &binary{env: PluginBinEnv, name: "kubectl-dockerios", pkg: "./cmd/kubectl-dockerios"}
+)
+
+// binary is a program of this module, built at most once per test process.
+type binary struct {
+	env, name, pkg string
+	once           sync.Once
+	path           string
+	err            error
+}
+
+func (b *binary) get(t testing.TB) string {
+	if bin := os.Getenv(b.env); bin != "" {
 		return bin
 	}
-	buildOnce.Do(func() {
+	b.once.Do(func() {
 		root, err := moduleRoot()
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
 		dir, err := os.MkdirTemp("", "dockerios-test-bin")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		builtBin = filepath.Join(dir, "dockerios-apiserver")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/apiserver")
+		b.path = filepath.Join(dir, b.name)
+		cmd := exec.Command("go", "build", "-o", b.path, b.pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building the apiserver: %v\n%s", err, out)
+			b.err = fmt.Errorf("building %s: %v\n%s", b.pkg, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return builtBin
+	return b.path
 }
 
 func moduleRoot() (string, error) {

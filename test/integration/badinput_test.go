@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,10 +40,21 @@ import (
 	"github.com/dockerios/dockerios/test/framework"
 )
 
+// createClassAndPool creates the example identity pool and class
+// "standard", which a machine must name to be created.
+func createClassAndPool(t *testing.T, s *framework.LocalServer) {
+	t.Helper()
+	k := framework.NewKubectl(t, s.Kubeconfig)
+	examples := examplesDir(t)
+	k.MustRun(t, "", "create", "-f", filepath.Join(examples, "00-identitypool.yaml"), "-f", filepath.Join(examples, "03-class.yaml"))
+}
+
 func restConfig(t *testing.T, kubeconfig string) *rest.Config {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)
+	// Tests are the only client: no client-side throttling.
+	cfg.QPS, cfg.Burst = 1000, 1000
 	return cfg
 }
 
@@ -50,6 +62,7 @@ func restConfig(t *testing.T, kubeconfig string) *rest.Config {
 // and checks the status code and message of each answer. None may be a 500.
 func TestBadInput_AnswersWith4xxAndTheFieldPath(t *testing.T) {
 	s := framework.StartLocalServer(t, t.TempDir())
+	createClassAndPool(t, s)
 	cfg := restConfig(t, s.Kubeconfig)
 	client, err := rest.HTTPClientFor(cfg)
 	require.NoError(t, err)
@@ -137,6 +150,7 @@ func TestAuth_LocalModeRefusesAnonymousUsers(t *testing.T) {
 // committed generated code matches what the server serves.
 func TestClientset_GeneratedClientAndApplyConfigurationsWork(t *testing.T) {
 	s := framework.StartLocalServer(t, t.TempDir())
+	createClassAndPool(t, s)
 	client, err := versioned.NewForConfig(restConfig(t, s.Kubeconfig))
 	require.NoError(t, err)
 	ctx := context.Background()

@@ -105,7 +105,7 @@ func TestKubectl_Tour(t *testing.T) {
 	t.Run("get shows columns", func(t *testing.T) {
 		out := k.MustRun(t, "", "get", "mm")
 		assert.Regexp(t, `(?m)^NAME\s+CLASS\s+PHASE\s+IDENTITY\s+CLAIM\s+READY\s+AGE$`, out)
-		assert.Regexp(t, `(?m)^mac-1\s+standard\s+Pending\s+<none>\s+<none>\s+Unknown\s+\S+$`, out)
+		assert.Regexp(t, `(?m)^mac-1\s+standard\s+Pending\s+imacpro-0001\s+<none>\s+Unknown\s+\S+$`, out, "the machine took the pool's one identity at create")
 
 		out = k.MustRun(t, "", "get", "mmclass", "standard")
 		assert.Regexp(t, `(?m)^standard\s+sonoma\s+imacpro\s+4\s+16Gi\s+128Gi \(nvme\)`, out)
@@ -117,7 +117,7 @@ func TestKubectl_Tour(t *testing.T) {
 		for _, kind := range []string{"macosmachine.dockerios.io/mac-1", "macosmachineclass.dockerios.io/standard", "macosmachineclaim.dockerios.io/build-42"} {
 			assert.Contains(t, out, kind, "kubectl get dockerios lists the category")
 		}
-		assert.NotContains(t, out, "imacpro-0001", "identities are in no category")
+		assert.NotContains(t, out, "macosidentity.dockerios.io/", "identities are in no category")
 	})
 
 	t.Run("get -o yaml shows defaults and the teardown finalizer", func(t *testing.T) {
@@ -175,7 +175,7 @@ spec:
 		out := k.MustRun(t, "", "wait", "--for=condition=Ready", "mm/mac-1", "--timeout=30s")
 		assert.Contains(t, out, "condition met")
 		out = k.MustRun(t, "", "get", "mm", "mac-1", "--no-headers")
-		assert.Regexp(t, `^mac-1\s+standard\s+Ready\s+<none>\s+<none>\s+True`, out)
+		assert.Regexp(t, `^mac-1\s+standard\s+Ready\s+imacpro-0001\s+<none>\s+True`, out)
 
 		// The status subresource cannot reach the spec.
 		k.MustRun(t, "", "patch", "mm", "mac-1", "--subresource=status", "--type=merge", "-p", `{"spec":{"className":"gpu"}}`)
@@ -187,8 +187,10 @@ spec:
 		assert.Equal(t, "macosmachine.dockerios.io/mac-1\n", out)
 		out = k.MustRun(t, "", "get", "mm", "--field-selector", "status.phase=Pending", "-o", "name")
 		assert.Empty(t, out)
-		out = k.MustRun(t, "", "get", "mid", "--field-selector", "status.allocated=false,spec.poolName=imacpro", "-o", "name")
+		out = k.MustRun(t, "", "get", "mid", "--field-selector", "status.allocation.machineName=mac-1,spec.poolName=imacpro", "-o", "name")
 		assert.Equal(t, "macosidentity.dockerios.io/imacpro-0001\n", out)
+		out = k.MustRun(t, "", "get", "mid", "--field-selector", "status.allocated=false", "-o", "name")
+		assert.Empty(t, out)
 		r := k.Run("", "get", "mm", "--field-selector", "spec.bogus=1")
 		require.Error(t, r.Err)
 		assert.Contains(t, r.Stderr, "field label not supported")

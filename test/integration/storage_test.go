@@ -44,6 +44,7 @@ func TestEtcdServers_ObjectsAreStoredInTheGivenEtcd(t *testing.T) {
 	dataDir := t.TempDir()
 	s := framework.StartLocalServer(t, dataDir, "--etcd-servers", etcd.ClientURL)
 	k := framework.NewKubectl(t, s.Kubeconfig)
+	createClassAndPool(t, s)
 	k.MustRun(t, "", "create", "-f", filepath.Join(examplesDir(t), "04-machine.yaml"))
 	uid := k.MustRun(t, "", "get", "mm", "mac-1", "-o", "jsonpath={.metadata.uid}")
 

@@ -60,16 +60,28 @@ type RESTOptionsGetter struct {
 
 var _ generic.RESTOptionsGetter = &RESTOptionsGetter{}
 
+// RESTOptionsGetterFor lays resources out in the etcd at endpoints exactly
+// as the apiserver does with --etcd-servers, so a test can read what a
+// running apiserver wrote.
+func RESTOptionsGetterFor(endpoints ...string) *RESTOptionsGetter {
+	config := storagebackend.NewDefaultConfig("/registry", scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion))
+	config.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
+	config.Transport.ServerList = endpoints
+	return &RESTOptionsGetter{config: *config}
+}
+
+// Endpoints are the etcd the getter's resources are stored in.
+func (g *RESTOptionsGetter) Endpoints() []string { return g.config.Transport.ServerList }
+
 // NewRESTOptionsGetter starts an embedded etcd for the test, stopped when
 // the test ends.
 func NewRESTOptionsGetter(t testing.TB) *RESTOptionsGetter {
 	t.Helper()
 	server, config := etcd3testing.NewUnsecuredEtcd3TestClientServer(t)
 	t.Cleanup(func() { server.Terminate(t) })
-	config.Prefix = "/registry"
-	config.Codec = scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)
-	config.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
-	return &RESTOptionsGetter{Server: server, config: *config}
+	getter := RESTOptionsGetterFor(config.Transport.ServerList...)
+	getter.Server = server
+	return getter
 }
 
 // GetRESTOptions implements generic.RESTOptionsGetter.

@@ -36,7 +36,7 @@ import (
 // its Events in the returned recorder.
 func NewLedger(t testing.TB, getter *RESTOptionsGetter) (*identityledger.Ledger, *record.FakeRecorder) {
 	t.Helper()
-	client, err := txn.NewClient(storagebackend.TransportConfig{ServerList: getter.Server.V3Client.Endpoints()})
+	client, err := txn.NewClient(storagebackend.TransportConfig{ServerList: getter.Endpoints()})
 	if err != nil {
 		t.Fatal(err)
 	}

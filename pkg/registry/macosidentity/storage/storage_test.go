@@ -268,7 +268,6 @@ func TestGetAndList_ReturnWhatWasCreated(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "got %v", err)
 }
 
-
 func TestStorage_WatchSelectsByLabelAndField(t *testing.T) {
 	s := newStorage(t)
 	genericregistrytest.New(t, s.Identity.Store).ClusterScope().TestWatch(registrytest.Identity("id-1"),
