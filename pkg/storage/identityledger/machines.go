@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"strconv"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -129,9 +128,17 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 			return raced, nil
 		}
 		// The free-list entry outlived its identity (only possible after
-		// a manual etcd edit); drop it and let the repair loop report it.
+		// a manual etcd edit): drop it — if neither it nor the identity
+		// changed since they were read, so that a read that was merely
+		// behind never costs the pool a free identity.
 		var tx txn.Txn
-		tx.IfUnchanged(free.key, free.rev).Delete(free.key)
+		tx.IfUnchanged(free.key, free.rev)
+		if err != nil {
+			tx.IfAbsent(idKey)
+		} else {
+			tx.IfUnchanged(idKey, idRev)
+		}
+		tx.Delete(free.key)
 		_, err := txn.Commit(ctx, l.client, &tx)
 		return raced, err
 	}
@@ -163,6 +170,7 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 // readIdentity reads an identity and the revision it was last written at.
 // From the watch cache it costs no round trip; the allocation transaction
 // requires the identity unchanged since, so a stale read only costs a retry.
+// Otherwise it is a linearizable read from etcd.
 func (l *Ledger) readIdentity(ctx context.Context, name string, fromCache bool) (runtime.Object, int64, error) {
 	if fromCache && l.identityReads != nil {
 		id := &dockerio.MacOSIdentity{}
@@ -175,7 +183,7 @@ func (l *Ledger) readIdentity(ctx context.Context, name string, fromCache bool) 
 			return nil, 0, err
 		}
 	}
-	return l.identities.Get(ctx, l.client, l.identities.Key("", name), clientv3.WithSerializable())
+	return l.identities.Get(ctx, l.client, l.identities.Key("", name))
 }
 
 // createWaiting tries to create m waiting for an identity of its pool; it
