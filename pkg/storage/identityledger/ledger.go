@@ -193,15 +193,22 @@ func (l *Ledger) bindingOf(ctx context.Context, m *dockerio.MacOSMachine, refres
 	if err != nil {
 		return nil, err
 	}
-	poolName := obj.(*dockerio.MacOSMachineClass).Spec.IdentityPoolName
+	class := obj.(*dockerio.MacOSMachineClass)
+	poolName := class.Spec.IdentityPoolName
 	poolKey := l.pools.Key("", poolName)
-	_, poolRevs, err := l.pools.Read(ctx, l.client, poolKey)
+	poolObj, poolRevs, err := l.pools.Read(ctx, l.client, poolKey)
 	if storage.IsNotFound(err) {
 		return nil, apierrors.NewInvalid(dockerio.Kind("MacOSMachine"), m.Name, field.ErrorList{
 			field.Invalid(classField, m.Spec.ClassName, fmt.Sprintf("the class draws identities from MacOSIdentityPool %q, which does not exist", poolName))})
 	}
 	if err != nil {
 		return nil, err
+	}
+	// Both models are immutable, so a binding that passed this once passes
+	// it for as long as class and pool are these ones.
+	if model := poolObj.(*dockerio.MacOSIdentityPool).Spec.Model; model != class.Spec.SMBIOSModel {
+		return nil, apierrors.NewInvalid(dockerio.Kind("MacOSMachine"), m.Name, field.ErrorList{
+			field.Invalid(classField, m.Spec.ClassName, fmt.Sprintf("the class's SMBIOS model %s differs from %s, the model of its MacOSIdentityPool %q", class.Spec.SMBIOSModel, model, poolName))})
 	}
 	b = &binding{pool: poolName, classKey: classKey, poolKey: poolKey, classCreated: classRevs.Create, poolCreated: poolRevs.Create}
 	l.bindingsMu.Lock()

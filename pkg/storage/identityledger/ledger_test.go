@@ -350,14 +350,23 @@ func TestIdentityDelete_RefusesAHeldIdentityNamingTheMachine(t *testing.T) {
 	e.assertConsistent(t)
 }
 
-func TestMachineCreate_RefusesAClassOrPoolThatDoesNotExist(t *testing.T) {
+func TestMachineCreate_RefusesAClassOrPoolThatDoesNotExistOrDisagree(t *testing.T) {
 	e := newEnv(t)
 	registrytest.Seed(t, e.getter, func() *dockerio.MacOSMachineClass {
 		c := registrytest.MachineClass("orphan")
 		c.Spec.IdentityPoolName = "nowhere"
 		return c
 	}())
-	for className, want := range map[string]string{"missing": `spec.className: Not found: "missing"`, "orphan": `MacOSIdentityPool "nowhere", which does not exist`} {
+	registrytest.Seed(t, e.getter, func() *dockerio.MacOSMachineClass {
+		c := registrytest.MachineClass("macpro")
+		c.Spec.SMBIOSModel = "MacPro7,1"
+		return c
+	}())
+	for className, want := range map[string]string{
+		"missing": `spec.className: Not found: "missing"`,
+		"orphan":  `MacOSIdentityPool "nowhere", which does not exist`,
+		"macpro":  `the class's SMBIOS model MacPro7,1 differs from iMacPro1,1, the model of its MacOSIdentityPool "imacpro"`,
+	} {
 		m := registrytest.Machine("mac-" + className)
 		m.Spec.ClassName = className
 		_, err := e.machines.Machine.Create(e.nsCtx(), m, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
@@ -421,4 +430,28 @@ func (e *env) nextIdentityLocked() *dockerio.MacOSIdentity {
 	genMu.Lock()
 	defer genMu.Unlock()
 	return e.nextIdentity()
+}
+
+func TestMachineCreate_NoticesAClassReplacedSinceItWasRead(t *testing.T) {
+	e := newEnv(t)
+	e.addIdentity(t, e.nextIdentity())
+	e.createMachine(t, "mac-1") // reads and remembers: standard draws from imacpro
+
+	// Class standard is replaced by one drawing from another pool.
+	other := registrytest.IdentityPool("other")
+	registrytest.Seed(t, e.getter, other)
+	_, err := e.getter.Server.V3Client.Client.Delete(context.Background(), "/registry/dockerios.io/macosmachineclasses/standard")
+	require.NoError(t, err)
+	replaced := registrytest.MachineClass("standard")
+	replaced.Spec.IdentityPoolName = "other"
+	replaced.UID = "replaced"
+	registrytest.Seed(t, e.getter, replaced)
+	id := e.nextIdentity()
+	id.Spec.PoolName = "other"
+	e.addIdentity(t, id)
+
+	m := e.createMachine(t, "mac-2")
+	require.NotNil(t, m.Status.IdentityRef, "the machine drew from the class's new pool")
+	assert.Equal(t, id.Name, m.Status.IdentityRef.Name)
+	e.assertConsistent(t)
 }
