@@ -54,6 +54,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -278,7 +279,7 @@ func newBench(endpoint string) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	machines, err := machinestorage.NewStorage(g, ledger)
+	machines, err := machinestorage.NewStorage(g, ledger, authorizerfactory.NewAlwaysAllowAuthorizer())
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -40,6 +41,7 @@ import (
 	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
 	classstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclass/storage"
 	poolstorage "github.com/dockerios/dockerios/pkg/registry/macosmachinepool/storage"
+	"github.com/dockerios/dockerios/pkg/storage/binding"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 	"github.com/dockerios/dockerios/pkg/storage/txn"
 )
@@ -85,11 +87,11 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ledger, err := newLedger(c, server)
+	ledgers, err := newLedgers(c, server)
 	if err != nil {
 		return nil, err
 	}
-	storage, err := v1alpha1Storage(c.GenericConfig.RESTOptionsGetter, ledger)
+	storage, err := v1alpha1Storage(c.GenericConfig.RESTOptionsGetter, ledgers, c.GenericConfig.Authorization.Authorizer)
 	if err != nil {
 		return nil, err
 	}
@@ -101,29 +103,40 @@ func (c CompletedConfig) New() (*Server, error) {
 	return &Server{GenericAPIServer: server}, nil
 }
 
-// newLedger connects the identity ledger to the etcd the stores use, and
-// ties its event recorder, etcd client and loops (pool status counts, the
-// repair audit) to the server's life.
-func newLedger(c CompletedConfig, server *genericapiserver.GenericAPIServer) (*identityledger.Ledger, error) {
+// ledgers are the writers of DockerIOS's own transactions.
+type ledgers struct {
+	identities *identityledger.Ledger
+	bindings   *binding.Binder
+}
+
+// newLedgers connects the identity ledger and the claim binder to the etcd
+// the stores use, and ties their event recorder, etcd client and loops
+// (free-list view, pool status counts, the repair audit) to the server's life.
+func newLedgers(c CompletedConfig, server *genericapiserver.GenericAPIServer) (ledgers, error) {
 	cfg := c.GenericConfig
 	opts, err := cfg.RESTOptionsGetter.GetRESTOptions(dockerio.Resource("macosmachines"), &dockerio.MacOSMachine{})
 	if err != nil {
-		return nil, err
+		return ledgers{}, err
 	}
 	client, err := txn.NewClient(opts.StorageConfig.Config.Transport)
 	if err != nil {
-		return nil, fmt.Errorf("connecting the identity ledger to etcd: %w", err)
+		return ledgers{}, fmt.Errorf("connecting the identity ledger to etcd: %w", err)
 	}
 	recorder, stopEvents, err := newEventRecorder(c.CoreAPI)
 	if err != nil {
 		client.Close()
-		return nil, err
+		return ledgers{}, err
 	}
-	identityledger.RegisterMetrics()
-	ledger, err := identityledger.New(client, cfg.RESTOptionsGetter, identityledger.Options{Recorder: recorder})
+	binder, err := binding.New(client, cfg.RESTOptionsGetter, nil, recorder)
 	if err != nil {
 		client.Close()
-		return nil, err
+		return ledgers{}, err
+	}
+	identityledger.RegisterMetrics()
+	ledger, err := identityledger.New(client, cfg.RESTOptionsGetter, identityledger.Options{Recorder: recorder, MachineGone: binder.MachineGone})
+	if err != nil {
+		client.Close()
+		return ledgers{}, err
 	}
 	server.AddPostStartHookOrDie("dockerios-identity-ledger", func(ctx genericapiserver.PostStartHookContext) error {
 		go ledger.RunFreeView(ctx)
@@ -136,12 +149,12 @@ func newLedger(c CompletedConfig, server *genericapiserver.GenericAPIServer) (*i
 		}()
 		return nil
 	})
-	return ledger, nil
+	return ledgers{identities: ledger, bindings: binder}, nil
 }
 
 // v1alpha1Storage returns the REST storage of every v1alpha1 resource and
 // subresource, keyed by path as the generic server expects.
-func v1alpha1Storage(opts generic.RESTOptionsGetter, ledger *identityledger.Ledger) (map[string]rest.Storage, error) {
+func v1alpha1Storage(opts generic.RESTOptionsGetter, l ledgers, authz authorizer.Authorizer) (map[string]rest.Storage, error) {
 	class, err := classstorage.NewStorage(opts)
 	if err != nil {
 		return nil, fmt.Errorf("macosmachineclasses: %w", err)
@@ -154,19 +167,19 @@ func v1alpha1Storage(opts generic.RESTOptionsGetter, ledger *identityledger.Ledg
 	if err != nil {
 		return nil, fmt.Errorf("macosidentitypools: %w", err)
 	}
-	identity, err := identitystorage.NewStorage(opts, ledger)
+	identity, err := identitystorage.NewStorage(opts, l.identities)
 	if err != nil {
 		return nil, fmt.Errorf("macosidentities: %w", err)
 	}
-	machine, err := machinestorage.NewStorage(opts, ledger)
+	machine, err := machinestorage.NewStorage(opts, l.identities, authz)
 	if err != nil {
 		return nil, fmt.Errorf("macosmachines: %w", err)
 	}
-	pool, err := poolstorage.NewStorage(opts)
+	pool, err := poolstorage.NewStorage(opts, l.identities, authz)
 	if err != nil {
 		return nil, fmt.Errorf("macosmachinepools: %w", err)
 	}
-	claim, err := claimstorage.NewStorage(opts)
+	claim, err := claimstorage.NewStorage(opts, claimstorage.Deps{Binder: l.bindings, Classes: l.identities, Authorizer: authz})
 	if err != nil {
 		return nil, fmt.Errorf("macosmachineclaims: %w", err)
 	}
@@ -186,5 +199,6 @@ func v1alpha1Storage(opts generic.RESTOptionsGetter, ledger *identityledger.Ledg
 		"macosmachinepools/scale":    pool.Scale,
 		"macosmachineclaims":         claim.Claim,
 		"macosmachineclaims/status":  claim.Status,
+		"macosmachineclaims/bind":    claim.Bind,
 	}, nil
 }

@@ -53,6 +53,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&MacOSMachine{}, &MacOSMachineList{},
 		&MacOSMachinePool{}, &MacOSMachinePoolList{},
 		&MacOSMachineClaim{}, &MacOSMachineClaimList{},
+		&MacOSMachineBinding{},
 	)
 	return nil
 }

@@ -57,6 +57,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.MacOSImageSpec{}.OpenAPIModelName():             schema_pkg_apis_dockerio_v1alpha1_MacOSImageSpec(ref),
 		v1alpha1.MacOSImageStatus{}.OpenAPIModelName():           schema_pkg_apis_dockerio_v1alpha1_MacOSImageStatus(ref),
 		v1alpha1.MacOSMachine{}.OpenAPIModelName():               schema_pkg_apis_dockerio_v1alpha1_MacOSMachine(ref),
+		v1alpha1.MacOSMachineBinding{}.OpenAPIModelName():        schema_pkg_apis_dockerio_v1alpha1_MacOSMachineBinding(ref),
 		v1alpha1.MacOSMachineClaim{}.OpenAPIModelName():          schema_pkg_apis_dockerio_v1alpha1_MacOSMachineClaim(ref),
 		v1alpha1.MacOSMachineClaimList{}.OpenAPIModelName():      schema_pkg_apis_dockerio_v1alpha1_MacOSMachineClaimList(ref),
 		v1alpha1.MacOSMachineClaimSpec{}.OpenAPIModelName():      schema_pkg_apis_dockerio_v1alpha1_MacOSMachineClaimSpec(ref),
@@ -1122,6 +1123,58 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSMachine(ref common.ReferenceCallback
 		},
 		Dependencies: []string{
 			v1alpha1.MacOSMachineSpec{}.OpenAPIModelName(), v1alpha1.MacOSMachineStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_dockerio_v1alpha1_MacOSMachineBinding(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MacOSMachineBinding is the body of POST macosmachineclaims/{name}/bind: it binds the claim named in the URL to one machine, in the claim's namespace. The claim and the machine change together or not at all.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "metadata.name, when set, must be the claim's name.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"machineName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "machineName is the MacOSMachine to bind the claim to.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"machineNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "machineNamespace, when set, must be the claim's namespace: a claim is only ever bound to a machine of its own namespace.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"machineName"},
+			},
+		},
+		Dependencies: []string{
+			metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 

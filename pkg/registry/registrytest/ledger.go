@@ -23,10 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/storage/binding"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 	"github.com/dockerios/dockerios/pkg/storage/txn"
 )
@@ -36,17 +38,51 @@ import (
 // its Events in the returned recorder.
 func NewLedger(t testing.TB, getter *RESTOptionsGetter) (*identityledger.Ledger, *record.FakeRecorder) {
 	t.Helper()
+	return newLedger(t, getter, nil)
+}
+
+// NewLedgerAndBinder returns an identity ledger and a claim binder over the
+// getter's etcd, wired together as the apiserver wires them: a deleted
+// machine leaves its claim Lost in the same transaction.
+func NewLedgerAndBinder(t testing.TB, getter *RESTOptionsGetter) (*identityledger.Ledger, *binding.Binder) {
+	t.Helper()
+	binder := NewBinder(t, getter)
+	ledger, _ := newLedger(t, getter, binder.MachineGone)
+	return ledger, binder
+}
+
+func newLedger(t testing.TB, getter *RESTOptionsGetter, machineGone func(context.Context, *txn.Txn, *dockerio.MacOSMachine) error) (*identityledger.Ledger, *record.FakeRecorder) {
+	t.Helper()
 	client, err := txn.NewClient(storagebackend.TransportConfig{ServerList: getter.Endpoints()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
 	recorder := record.NewFakeRecorder(100000)
-	l, err := identityledger.New(client, getter, identityledger.Options{Recorder: recorder})
+	l, err := identityledger.New(client, getter, identityledger.Options{Recorder: recorder, MachineGone: machineGone})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l, recorder
+}
+
+// AllowAll is the authorizer of registry tests that are not about
+// authorization: every custom verb is allowed.
+var AllowAll = authorizerfactory.NewAlwaysAllowAuthorizer()
+
+// NewBinder returns a claim binder over the getter's etcd.
+func NewBinder(t testing.TB, getter *RESTOptionsGetter) *binding.Binder {
+	t.Helper()
+	client, err := txn.NewClient(storagebackend.TransportConfig{ServerList: getter.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	b, err := binding.New(client, getter, nil, record.NewFakeRecorder(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // Seed writes objects straight to etcd, as their stores would store them,
@@ -64,6 +100,7 @@ func Seed(t testing.TB, getter *RESTOptionsGetter, objs ...runtime.Object) {
 			gr = "macosidentitypools"
 		case *dockerio.MacOSImage:
 			gr = "macosimages"
+
 		default:
 			t.Fatalf("Seed does not write %T: create it through its registry", obj)
 		}

@@ -41,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage"
@@ -82,6 +83,8 @@ type Ledger struct {
 	bindingsMu sync.Mutex
 	bindings   map[string]*binding // by class name
 
+	machineGone func(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMachine) error
+
 	// free is this apiserver's view of the free lists (see RunFreeView).
 	free freeView
 
@@ -97,12 +100,15 @@ type Options struct {
 	Clock    clock.PassiveClock
 	Recorder record.EventRecorder
 	Rand     *rand.Rand
+	// MachineGone, when set, adds to the transaction that deletes a machine
+	// what else must change with it (its claim becomes Lost).
+	MachineGone func(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMachine) error
 }
 
 // New returns the ledger of the etcd client talks to, with objects laid out
 // and encoded as optsGetter says, as the registries' generic stores do.
 func New(client *clientv3.Client, optsGetter generic.RESTOptionsGetter, o Options) (*Ledger, error) {
-	l := &Ledger{client: client, clock: o.Clock, recorder: o.Recorder, rand: o.Rand, bindings: map[string]*binding{}}
+	l := &Ledger{client: client, clock: o.Clock, recorder: o.Recorder, rand: o.Rand, machineGone: o.MachineGone, bindings: map[string]*binding{}}
 	var err error
 	if l.machines, err = txn.NewResource(optsGetter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} }); err != nil {
 		return nil, err
@@ -177,18 +183,34 @@ func (b *binding) stale(ctx context.Context, client *clientv3.Client) (bool, err
 // A machine whose class or pool does not exist is refused, with the field
 // to fix.
 func (l *Ledger) bindingOf(ctx context.Context, m *dockerio.MacOSMachine, refresh bool) (*binding, error) {
+	return l.classBinding(ctx, dockerio.Kind("MacOSMachine"), m.Name, m.Spec.ClassName, refresh)
+}
+
+// IdentityPoolOf returns the MacOSIdentityPool the class className draws
+// identities from, for an object (of kind, named name) that names the
+// class: a machine, a pool or a claim. A class or pool that does not exist,
+// or that disagree, is that object's 422 at spec.className.
+func (l *Ledger) IdentityPoolOf(ctx context.Context, kind schema.GroupKind, name, className string) (string, error) {
+	b, err := l.classBinding(ctx, kind, name, className, false)
+	if err != nil {
+		return "", err
+	}
+	return b.pool, nil
+}
+
+func (l *Ledger) classBinding(ctx context.Context, kind schema.GroupKind, name, className string, refresh bool) (*binding, error) {
 	l.bindingsMu.Lock()
-	b, ok := l.bindings[m.Spec.ClassName]
+	b, ok := l.bindings[className]
 	l.bindingsMu.Unlock()
 	if ok && !refresh {
 		return b, nil
 	}
 	classField := field.NewPath("spec", "className")
-	classKey := l.classes.Key("", m.Spec.ClassName)
+	classKey := l.classes.Key("", className)
 	obj, classRevs, err := l.classes.Read(ctx, l.client, classKey)
 	if storage.IsNotFound(err) {
-		return nil, apierrors.NewInvalid(dockerio.Kind("MacOSMachine"), m.Name, field.ErrorList{
-			field.NotFound(classField, m.Spec.ClassName)})
+		return nil, apierrors.NewInvalid(kind, name, field.ErrorList{
+			field.NotFound(classField, className)})
 	}
 	if err != nil {
 		return nil, err
@@ -198,8 +220,8 @@ func (l *Ledger) bindingOf(ctx context.Context, m *dockerio.MacOSMachine, refres
 	poolKey := l.pools.Key("", poolName)
 	poolObj, poolRevs, err := l.pools.Read(ctx, l.client, poolKey)
 	if storage.IsNotFound(err) {
-		return nil, apierrors.NewInvalid(dockerio.Kind("MacOSMachine"), m.Name, field.ErrorList{
-			field.Invalid(classField, m.Spec.ClassName, fmt.Sprintf("the class draws identities from MacOSIdentityPool %q, which does not exist", poolName))})
+		return nil, apierrors.NewInvalid(kind, name, field.ErrorList{
+			field.Invalid(classField, className, fmt.Sprintf("the class draws identities from MacOSIdentityPool %q, which does not exist", poolName))})
 	}
 	if err != nil {
 		return nil, err
@@ -207,12 +229,12 @@ func (l *Ledger) bindingOf(ctx context.Context, m *dockerio.MacOSMachine, refres
 	// Both models are immutable, so a binding that passed this once passes
 	// it for as long as class and pool are these ones.
 	if model := poolObj.(*dockerio.MacOSIdentityPool).Spec.Model; model != class.Spec.SMBIOSModel {
-		return nil, apierrors.NewInvalid(dockerio.Kind("MacOSMachine"), m.Name, field.ErrorList{
-			field.Invalid(classField, m.Spec.ClassName, fmt.Sprintf("the class's SMBIOS model %s differs from %s, the model of its MacOSIdentityPool %q", class.Spec.SMBIOSModel, model, poolName))})
+		return nil, apierrors.NewInvalid(kind, name, field.ErrorList{
+			field.Invalid(classField, className, fmt.Sprintf("the class's SMBIOS model %s differs from %s, the model of its MacOSIdentityPool %q", class.Spec.SMBIOSModel, model, poolName))})
 	}
 	b = &binding{pool: poolName, classKey: classKey, poolKey: poolKey, classCreated: classRevs.Create, poolCreated: poolRevs.Create}
 	l.bindingsMu.Lock()
-	l.bindings[m.Spec.ClassName] = b
+	l.bindings[className] = b
 	l.bindingsMu.Unlock()
 	return b, nil
 }

@@ -68,7 +68,7 @@ func newEnv(t *testing.T) *env {
 func newInstance(t *testing.T, getter *registrytest.RESTOptionsGetter) *instance {
 	t.Helper()
 	ledger, events := registrytest.NewLedger(t, getter)
-	machines, err := machinestorage.NewStorage(getter, ledger)
+	machines, err := machinestorage.NewStorage(getter, ledger, registrytest.AllowAll)
 	require.NoError(t, err)
 	t.Cleanup(machines.Machine.DestroyFunc)
 	identities, err := identitystorage.NewStorage(getter, ledger)

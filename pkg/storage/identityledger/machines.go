@@ -249,6 +249,11 @@ func (s *machineStorage) Delete(ctx context.Context, key string, out runtime.Obj
 		if err != nil {
 			return err
 		}
+		if l.machineGone != nil {
+			if err := l.machineGone(ctx, &tx, m); err != nil {
+				return err
+			}
+		}
 		res, err := txn.Commit(ctx, l.client, &tx)
 		if err != nil {
 			return err

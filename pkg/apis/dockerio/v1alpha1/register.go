@@ -56,6 +56,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&MacOSMachine{}, &MacOSMachineList{},
 		&MacOSMachinePool{}, &MacOSMachinePoolList{},
 		&MacOSMachineClaim{}, &MacOSMachineClaimList{},
+		&MacOSMachineBinding{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -735,6 +735,7 @@ type MacOSMachinePoolList struct {
 // MacOSMachineClaim
 
 // +genclient
+// +genclient:method=Bind,verb=create,subresource=bind,input=MacOSMachineBinding,result=MacOSMachineClaim
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // MacOSMachineClaim asks for a Mac. It is answered from a warm pool or, when
@@ -808,4 +809,23 @@ type MacOSMachineClaimList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 
 	Items []MacOSMachineClaim `json:"items"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MacOSMachineBinding is the body of POST macosmachineclaims/{name}/bind:
+// it binds the claim named in the URL to one machine, in the claim's
+// namespace. The claim and the machine change together or not at all.
+type MacOSMachineBinding struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata.name, when set, must be the claim's name.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// machineName is the MacOSMachine to bind the claim to.
+	MachineName string `json:"machineName"`
+	// machineNamespace, when set, must be the claim's namespace: a claim
+	// is only ever bound to a machine of its own namespace.
+	// +optional
+	MachineNamespace string `json:"machineNamespace,omitempty"`
 }

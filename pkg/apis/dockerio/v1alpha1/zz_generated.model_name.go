@@ -137,6 +137,11 @@ func (in MacOSMachine) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MacOSMachineBinding) OpenAPIModelName() string {
+	return "io.dockerios.v1alpha1.MacOSMachineBinding"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MacOSMachineClaim) OpenAPIModelName() string {
 	return "io.dockerios.v1alpha1.MacOSMachineClaim"
 }

@@ -555,6 +555,20 @@ func validateMachineClaimSpec(s *dockerio.MacOSMachineClaimSpec, fld *field.Path
 	return allErrs
 }
 
+// ValidateMacOSMachineBinding validates the body of a bind of the claim
+// namespace/claimName.
+func ValidateMacOSMachineBinding(b *dockerio.MacOSMachineBinding, namespace, claimName string) field.ErrorList {
+	allErrs := validateRequiredReference(b.MachineName, ValidateLabelName, field.NewPath("machineName"))
+	if b.MachineNamespace != "" && b.MachineNamespace != namespace {
+		allErrs = append(allErrs, field.Invalid(field.NewPath("machineNamespace"), b.MachineNamespace,
+			fmt.Sprintf("must be the claim's namespace, %s: a claim is bound only to a machine of its own namespace", namespace)))
+	}
+	if b.Name != "" && b.Name != claimName {
+		allErrs = append(allErrs, field.Invalid(field.NewPath("metadata", "name"), b.Name, fmt.Sprintf("must be the claim's name, %s", claimName)))
+	}
+	return allErrs
+}
+
 // ---------------------------------------------------------------------------
 // shared
 

@@ -20,12 +20,17 @@ limitations under the License.
 package storage
 
 import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/registry/customverbs"
 	"github.com/dockerios/dockerios/pkg/registry/macosmachine"
 	"github.com/dockerios/dockerios/pkg/registry/statusrest"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
@@ -34,6 +39,8 @@ import (
 // REST serves macosmachines.
 type REST struct {
 	*genericregistry.Store
+	ledger     *identityledger.Ledger
+	authorizer authorizer.Authorizer
 }
 
 // MachineStorage bundles a machine's resource and subresources.
@@ -48,7 +55,7 @@ var (
 )
 
 // NewStorage returns the storage of macosmachines and macosmachines/status.
-func NewStorage(optsGetter generic.RESTOptionsGetter, ledger *identityledger.Ledger) (MachineStorage, error) {
+func NewStorage(optsGetter generic.RESTOptionsGetter, ledger *identityledger.Ledger, authz authorizer.Authorizer) (MachineStorage, error) {
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &dockerio.MacOSMachine{} },
 		NewListFunc:               func() runtime.Object { return &dockerio.MacOSMachineList{} },
@@ -70,7 +77,29 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, ledger *identityledger.Led
 	// through the identity ledger, which makes them in one transaction with
 	// the index keys and the other object they change.
 	store.Storage.Storage = ledger.MachineStorage(store.Storage.Storage)
-	return MachineStorage{Machine: &REST{store}, Status: statusrest.New(store, macosmachine.StatusStrategy)}, nil
+	return MachineStorage{Machine: &REST{Store: store, ledger: ledger, authorizer: authz}, Status: statusrest.New(store, macosmachine.StatusStrategy)}, nil
+}
+
+// Create creates a machine if its user may use the identity pool its class
+// draws from. The check runs after validation, so a malformed machine gets
+// its 422 first.
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	return r.Store.Create(ctx, obj, func(ctx context.Context, obj runtime.Object) error {
+		m := obj.(*dockerio.MacOSMachine)
+		pool, err := r.ledger.IdentityPoolOf(ctx, dockerio.Kind("MacOSMachine"), m.Name, m.Spec.ClassName)
+		if err != nil {
+			return err
+		}
+		if err := customverbs.Require(ctx, r.authorizer, customverbs.Use,
+			customverbs.Target{Resource: "macosidentitypools", Name: pool},
+			dockerio.Resource("macosmachines"), m.Name, "a machine draws an identity from its class's pool, which needs verb use on it"); err != nil {
+			return err
+		}
+		if createValidation != nil {
+			return createValidation(ctx, obj)
+		}
+		return nil
+	}, options)
 }
 
 // ShortNames lets `kubectl get mm` work.

@@ -47,7 +47,7 @@ func newStorage(t *testing.T) MachineStorage {
 	getter := registrytest.NewRESTOptionsGetter(t)
 	registrytest.Seed(t, getter, registrytest.MachineClass("standard"), registrytest.MachineClass("gpu"), registrytest.IdentityPool("imacpro"))
 	ledger, _ := registrytest.NewLedger(t, getter)
-	s, err := NewStorage(getter, ledger)
+	s, err := NewStorage(getter, ledger, registrytest.AllowAll)
 	require.NoError(t, err)
 	t.Cleanup(s.Machine.DestroyFunc)
 	return s

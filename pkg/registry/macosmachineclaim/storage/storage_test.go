@@ -43,10 +43,14 @@ import (
 
 var boundTime = metav1.NewTime(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
 
+// newStorage returns claim storage over a fresh etcd holding class
+// "standard" and its identity pool.
 func newStorage(t *testing.T) ClaimStorage {
 	t.Helper()
-	opts, _ := registrytest.NewRESTOptions(t, "macosmachineclaims")
-	s, err := NewStorage(opts)
+	getter := registrytest.NewRESTOptionsGetter(t)
+	registrytest.Seed(t, getter, registrytest.MachineClass("standard"), registrytest.IdentityPool("imacpro"))
+	ledger, _ := registrytest.NewLedger(t, getter)
+	s, err := NewStorage(getter, Deps{Binder: registrytest.NewBinder(t, getter), Classes: ledger, Authorizer: registrytest.AllowAll})
 	require.NoError(t, err)
 	t.Cleanup(s.Claim.DestroyFunc)
 	return s

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -40,6 +41,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/registry/customverbs"
 	"github.com/dockerios/dockerios/pkg/registry/macosmachinepool"
 	"github.com/dockerios/dockerios/pkg/registry/statusrest"
 )
@@ -47,6 +49,8 @@ import (
 // REST serves macosmachinepools.
 type REST struct {
 	*genericregistry.Store
+	classes    customverbs.ClassPools
+	authorizer authorizer.Authorizer
 }
 
 // ScaleREST serves macosmachinepools/scale.
@@ -69,7 +73,7 @@ var (
 )
 
 // NewStorage returns the storage of macosmachinepools, their status and scale.
-func NewStorage(optsGetter generic.RESTOptionsGetter) (PoolStorage, error) {
+func NewStorage(optsGetter generic.RESTOptionsGetter, classes customverbs.ClassPools, authz authorizer.Authorizer) (PoolStorage, error) {
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &dockerio.MacOSMachinePool{} },
 		NewListFunc:               func() runtime.Object { return &dockerio.MacOSMachinePoolList{} },
@@ -88,10 +92,32 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (PoolStorage, error) {
 		return PoolStorage{}, err
 	}
 	return PoolStorage{
-		Pool:   &REST{store},
+		Pool:   &REST{Store: store, classes: classes, authorizer: authz},
 		Status: statusrest.New(store, macosmachinepool.StatusStrategy),
 		Scale:  &ScaleREST{store: store},
 	}, nil
+}
+
+// Create creates a pool if its user may use the identity pool its class
+// draws from: the pool's machines will hold identities from it. The check
+// runs after validation, so a malformed pool gets its 422 first.
+func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
+	return r.Store.Create(ctx, obj, func(ctx context.Context, obj runtime.Object) error {
+		p := obj.(*dockerio.MacOSMachinePool)
+		identityPool, err := r.classes.IdentityPoolOf(ctx, dockerio.Kind("MacOSMachinePool"), p.Name, p.Spec.ClassName)
+		if err != nil {
+			return err
+		}
+		if err := customverbs.Require(ctx, r.authorizer, customverbs.Use,
+			customverbs.Target{Resource: "macosidentitypools", Name: identityPool},
+			dockerio.Resource("macosmachinepools"), p.Name, "a pool's machines draw identities from its class's pool, which needs verb use on it"); err != nil {
+			return err
+		}
+		if createValidation != nil {
+			return createValidation(ctx, obj)
+		}
+		return nil
+	}, options)
 }
 
 // ShortNames lets `kubectl get mmpool` work.

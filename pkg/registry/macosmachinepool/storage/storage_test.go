@@ -39,10 +39,14 @@ import (
 	"github.com/dockerios/dockerios/pkg/registry/registrytest"
 )
 
+// newStorage returns pool storage over a fresh etcd holding class
+// "standard" and its identity pool.
 func newStorage(t *testing.T) PoolStorage {
 	t.Helper()
-	opts, _ := registrytest.NewRESTOptions(t, "macosmachinepools")
-	s, err := NewStorage(opts)
+	getter := registrytest.NewRESTOptionsGetter(t)
+	registrytest.Seed(t, getter, registrytest.MachineClass("standard"), registrytest.IdentityPool("imacpro"))
+	ledger, _ := registrytest.NewLedger(t, getter)
+	s, err := NewStorage(getter, ledger, registrytest.AllowAll)
 	require.NoError(t, err)
 	t.Cleanup(s.Pool.DestroyFunc)
 	return s

@@ -88,6 +88,12 @@ func ExtractMacOSMachineClaim(macOSMachineClaim *dockeriov1alpha1.MacOSMachineCl
 	return ExtractMacOSMachineClaimFrom(macOSMachineClaim, fieldManager, "")
 }
 
+// ExtractMacOSMachineClaimBind extracts the applied configuration owned by fieldManager from
+// macOSMachineClaim for the bind subresource.
+func ExtractMacOSMachineClaimBind(macOSMachineClaim *dockeriov1alpha1.MacOSMachineClaim, fieldManager string) (*MacOSMachineClaimApplyConfiguration, error) {
+	return ExtractMacOSMachineClaimFrom(macOSMachineClaim, fieldManager, "bind")
+}
+
 // ExtractMacOSMachineClaimStatus extracts the applied configuration owned by fieldManager from
 // macOSMachineClaim for the status subresource.
 func ExtractMacOSMachineClaimStatus(macOSMachineClaim *dockeriov1alpha1.MacOSMachineClaim, fieldManager string) (*MacOSMachineClaimApplyConfiguration, error) {

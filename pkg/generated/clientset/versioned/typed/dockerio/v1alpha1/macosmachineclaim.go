@@ -51,6 +51,8 @@ type MacOSMachineClaimInterface interface {
 	Apply(ctx context.Context, macOSMachineClaim *applyconfigurationdockeriov1alpha1.MacOSMachineClaimApplyConfiguration, opts v1.ApplyOptions) (result *dockeriov1alpha1.MacOSMachineClaim, err error)
 	// Add a +genclient:noStatus comment above the type to avoid generating ApplyStatus().
 	ApplyStatus(ctx context.Context, macOSMachineClaim *applyconfigurationdockeriov1alpha1.MacOSMachineClaimApplyConfiguration, opts v1.ApplyOptions) (result *dockeriov1alpha1.MacOSMachineClaim, err error)
+	Bind(ctx context.Context, macOSMachineClaimName string, macOSMachineBinding *dockeriov1alpha1.MacOSMachineBinding, opts v1.CreateOptions) (*dockeriov1alpha1.MacOSMachineClaim, error)
+
 	MacOSMachineClaimExpansion
 }
 
@@ -71,4 +73,19 @@ func newMacOSMachineClaims(c *DockeriosV1alpha1Client, namespace string) *macOSM
 			func() *dockeriov1alpha1.MacOSMachineClaimList { return &dockeriov1alpha1.MacOSMachineClaimList{} },
 		),
 	}
+}
+
+// Bind takes the representation of a macOSMachineBinding and creates it.  Returns the server's representation of the macOSMachineClaim, and an error, if there is any.
+func (c *macOSMachineClaims) Bind(ctx context.Context, macOSMachineClaimName string, macOSMachineBinding *dockeriov1alpha1.MacOSMachineBinding, opts v1.CreateOptions) (result *dockeriov1alpha1.MacOSMachineClaim, err error) {
+	result = &dockeriov1alpha1.MacOSMachineClaim{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("macosmachineclaims").
+		Name(macOSMachineClaimName).
+		SubResource("bind").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(macOSMachineBinding).
+		Do(ctx).
+		Into(result)
+	return
 }

@@ -19,10 +19,14 @@ limitations under the License.
 package fake
 
 import (
+	context "context"
+
 	v1alpha1 "github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	dockeriov1alpha1 "github.com/dockerios/dockerios/pkg/generated/applyconfiguration/dockerio/v1alpha1"
 	typeddockeriov1alpha1 "github.com/dockerios/dockerios/pkg/generated/clientset/versioned/typed/dockerio/v1alpha1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gentype "k8s.io/client-go/gentype"
+	testing "k8s.io/client-go/testing"
 )
 
 // fakeMacOSMachineClaims implements MacOSMachineClaimInterface
@@ -50,4 +54,16 @@ func newFakeMacOSMachineClaims(fake *FakeDockeriosV1alpha1, namespace string) ty
 		),
 		fake,
 	}
+}
+
+// Bind takes the representation of a macOSMachineBinding and creates it.  Returns the server's representation of the macOSMachineClaim, and an error, if there is any.
+func (c *fakeMacOSMachineClaims) Bind(ctx context.Context, macOSMachineClaimName string, macOSMachineBinding *v1alpha1.MacOSMachineBinding, opts v1.CreateOptions) (result *v1alpha1.MacOSMachineClaim, err error) {
+	emptyResult := &v1alpha1.MacOSMachineClaim{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), macOSMachineClaimName, "bind", c.Namespace(), macOSMachineBinding, opts), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.MacOSMachineClaim), err
 }
