@@ -33,8 +33,8 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
-	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
 	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
+	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
 	"github.com/dockerios/dockerios/pkg/registry/registrytest"
 )
 
