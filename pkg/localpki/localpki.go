@@ -109,24 +109,14 @@ func ensureCA(certFile, keyFile string, now time.Time) (*x509.Certificate, crypt
 	if cert, key, err := load(certFile, keyFile); err == nil && cert.IsCA && usable(cert, now) {
 		return cert, key, nil
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCA("dockerios-local-ca", now)
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "dockerios-local-ca"},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-	}
-	cert, err := sign(tmpl, key.Public(), tmpl, key, now, caValidity)
-	if err != nil {
+	if err := write(certFile, keyFile, ca.cert, ca.key.(*ecdsa.PrivateKey)); err != nil {
 		return nil, nil, err
 	}
-	if err := write(certFile, keyFile, cert, key); err != nil {
-		return nil, nil, err
-	}
-	return cert, key, nil
+	return ca.cert, ca.key, nil
 }
 
 // ensureLeaf keeps an existing certificate that the CA issued, that is not

@@ -87,6 +87,9 @@ type Options struct {
 	DataDir string
 	// IdentityRepairInterval is how often the identity ledger is audited.
 	IdentityRepairInterval time.Duration
+	// ServingCertHosts are DNS names the self-signed serving certificate is
+	// valid for besides localhost, such as the Service the APIService names.
+	ServingCertHosts []string
 
 	Out, ErrOut io.Writer
 }
@@ -135,6 +138,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.RecommendedOptions.AddFlags(fs)
 	fs.BoolVar(&o.Local, "local", o.Local, "Run standalone on 127.0.0.1 for development: make a CA, serving and admin certificates and an admin kubeconfig in --data-dir; no kube-apiserver is needed.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the embedded etcd (used when --etcd-servers is empty) and for --local's certificates and kubeconfig.")
+	fs.StringSliceVar(&o.ServingCertHosts, "serving-cert-hosts", o.ServingCertHosts, "DNS names the self-signed serving certificate (made when no --tls-cert-file is given) is valid for besides localhost, such as dockerios-apiserver.dockerios-system.svc, the name kube-apiserver's aggregator dials.")
 	fs.DurationVar(&o.IdentityRepairInterval, "identity-repair-interval", o.IdentityRepairInterval, "How often the identity ledger is audited against the identities and machines, and drift repaired (also once at start).")
 }
 
@@ -192,7 +196,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			return nil, fmt.Errorf("preparing local certificates: %w", err)
 		}
 		o.RecommendedOptions.SecureServing.ServerCert.CertKey = genericoptions.CertKey{CertFile: bundle.ServingCert, KeyFile: bundle.ServingKey}
-	} else if err := o.RecommendedOptions.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+	} else if err := o.RecommendedOptions.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.ServingCertHosts, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 

@@ -1,0 +1,104 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package localpki
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"time"
+
+	"k8s.io/client-go/util/keyutil"
+)
+
+// CA is a certificate authority held in memory, for what needs more
+// certificates than the local mode's: a test control plane's client,
+// front-proxy and serving CAs.
+type CA struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+}
+
+// NewCA makes a CA named commonName, valid from now.
+func NewCA(commonName string, now time.Time) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: commonName},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}
+	cert, err := sign(tmpl, key.Public(), tmpl, key, now, caValidity)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{cert: cert, key: key}, nil
+}
+
+// CertPEM is the CA's certificate, as a client or an APIService caBundle
+// trusts it.
+func (ca *CA) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+}
+
+// IssueServing issues a serving certificate for hosts (DNS names and IP
+// addresses) and its key, PEM-encoded.
+func (ca *CA) IssueServing(commonName string, hosts []string, now time.Time) (certPEM, keyPEM []byte, err error) {
+	dnsNames, ips := splitHosts(hosts)
+	return ca.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, now)
+}
+
+// IssueClient issues a client certificate for user in groups (Kubernetes
+// reads the common name as the user, the organizations as groups) and its
+// key, PEM-encoded.
+func (ca *CA) IssueClient(user string, groups []string, now time.Time) (certPEM, keyPEM []byte, err error) {
+	return ca.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, now)
+}
+
+func (ca *CA) issue(tmpl *x509.Certificate, now time.Time) ([]byte, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := sign(tmpl, key.Public(), ca.cert, ca.key, now, leafValidity)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}),
+		pem.EncodeToMemory(&pem.Block{Type: keyutil.ECPrivateKeyBlockType, Bytes: der}), nil
+}

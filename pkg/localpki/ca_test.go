@@ -1,0 +1,53 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package localpki
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCA_IssuesCertificatesItsPoolVerifies(t *testing.T) {
+	ca, err := NewCA("test-ca", start)
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(ca.CertPEM()))
+
+	certPEM, keyPEM, err := ca.IssueServing("svc", []string{"dockerios-apiserver.dockerios-system.svc", "127.0.0.1"}, start)
+	require.NoError(t, err)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err, "certificate and key belong together")
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	require.NoError(t, err)
+	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "dockerios-apiserver.dockerios-system.svc", CurrentTime: start})
+	assert.NoError(t, err)
+
+	certPEM, _, err = ca.IssueClient("alice", []string{"team-ios"}, start)
+	require.NoError(t, err)
+	block, _ := pem.Decode(certPEM)
+	client, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	assert.Equal(t, "alice", client.Subject.CommonName)
+	assert.Equal(t, []string{"team-ios"}, client.Subject.Organization)
+	_, err = client.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: start, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	assert.NoError(t, err)
+}
