@@ -96,6 +96,7 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil, err
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(dockerio.GroupName, scheme.Scheme, metav1.ParameterCodec, scheme.Codecs)
+	group.NegotiatedSerializer = scheme.Serializer
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storage
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return nil, err

@@ -30,12 +30,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	applyv1alpha1 "github.com/dockerios/dockerios/pkg/generated/applyconfiguration/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
 	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
 	"github.com/dockerios/dockerios/test/framework"
 )
@@ -190,4 +192,46 @@ func TestClientset_GeneratedClientAndApplyConfigurationsWork(t *testing.T) {
 		Spec:       v1alpha1.MacOSMachineSpec{ClassName: "standard"},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+}
+
+// The namespace controller lists and deletes a namespace's objects with
+// client-go's metadata client, which asks for protobuf first. Our kinds have
+// no protobuf form: the server must answer such clients in JSON, or
+// namespaces holding our objects never finish deleting.
+func TestProtobufFirstClients_AreAnsweredInJSON(t *testing.T) {
+	s := framework.StartLocalServer(t, t.TempDir())
+	createClassAndPool(t, s)
+	ctx := context.Background()
+	client, err := versioned.NewForConfig(restConfig(t, s.Kubeconfig))
+	require.NoError(t, err)
+	for _, name := range []string{"a", "b"} {
+		_, err := client.DockeriosV1alpha1().MacOSMachinePools("default").Create(ctx, &v1alpha1.MacOSMachinePool{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       v1alpha1.MacOSMachinePoolSpec{ClassName: "standard"},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	cfg := restConfig(t, s.Kubeconfig)
+	meta, err := metadata.NewForConfig(cfg)
+	require.NoError(t, err)
+	pools := meta.Resource(v1alpha1.SchemeGroupVersion.WithResource("macosmachinepools")).Namespace("default")
+	list, err := pools.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Len(t, list.Items, 2)
+	require.NoError(t, pools.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	left, err := client.DockeriosV1alpha1().MacOSMachinePools("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, left.Items)
+
+	// A plain request preferring protobuf gets JSON, not a 500.
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.GroupVersion = &v1alpha1.SchemeGroupVersion
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	rc, err := rest.RESTClientFor(cfg)
+	require.NoError(t, err)
+	var contentType string
+	err = rc.Get().AbsPath("/apis/dockerios.io/v1alpha1/namespaces/default/macosmachinepools").Do(ctx).ContentType(&contentType).Error()
+	require.NoError(t, err)
+	assert.Equal(t, "application/json", contentType)
 }

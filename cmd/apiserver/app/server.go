@@ -201,6 +201,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 
 	cfg := genericapiserver.NewRecommendedConfig(scheme.Codecs)
+	cfg.Serializer = scheme.Serializer
 	namer := openapi.NewDefinitionNamer(scheme.Scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIConfig.Info.Title = "DockerIOS"

@@ -35,7 +35,32 @@ var (
 	Scheme = runtime.NewScheme()
 	// Codecs encodes and decodes Scheme's kinds.
 	Codecs = serializer.NewCodecFactory(Scheme)
+	// Serializer is what the server negotiates request and response
+	// bodies with: Codecs without protobuf. Our kinds have no protobuf
+	// encoding, yet Codecs offers it, so a client that prefers protobuf
+	// would get a 500 for a list of them instead of JSON. kube-controller-
+	// manager's namespace controller is such a client: it deletes a
+	// namespace's objects with a protobuf-first metadata client, and a
+	// namespace holding our objects would stay Terminating for ever
+	// (kubernetes/kubernetes#86666). Not offering protobuf makes every
+	// client fall back to JSON.
+	Serializer runtime.NegotiatedSerializer = withoutProtobuf{Codecs}
 )
+
+// withoutProtobuf is a CodecFactory that does not offer protobuf.
+type withoutProtobuf struct {
+	serializer.CodecFactory
+}
+
+func (w withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
+	var infos []runtime.SerializerInfo
+	for _, info := range w.CodecFactory.SupportedMediaTypes() {
+		if info.MediaType != runtime.ContentTypeProtobuf {
+			infos = append(infos, info)
+		}
+	}
+	return infos
+}
 
 func init() {
 	install.Install(Scheme)
