@@ -19,6 +19,7 @@ package integration
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -51,5 +52,42 @@ func TestRestart_ObjectsSurviveWithTheEmbeddedEtcd(t *testing.T) {
 			// The same kubeconfig credentials keep working: the CA was reused.
 			assert.Contains(t, k.MustRun(t, "", "get", "mm", "mac-1", "-o", "name"), "mac-1")
 		})
+	}
+}
+
+// Watches stay open on a server for as long as clients like (kube-apiserver's
+// aggregator and every informer keep one). SIGTERM must still end the server
+// well within a pod's default termination grace period (30s), or every
+// rolling update would end in SIGKILL; and the watching client must see its
+// watch end, to re-watch elsewhere.
+func TestShutdown_SIGTERMWithOpenWatchesEndsWithinAPodsGracePeriod(t *testing.T) {
+	s := framework.StartLocalServer(t, t.TempDir())
+	k := framework.NewKubectl(t, s.Kubeconfig)
+	k.MustRun(t, "", "create", "-f", examplesDir(t))
+	watches := []<-chan string{
+		k.Stream(t, "get", "mm", "-A", "-w"),
+		k.Stream(t, "get", "mmclass", "-w"),
+	}
+	for _, w := range watches {
+		select {
+		case <-w: // the initial list: the watch is established
+		case <-time.After(30 * time.Second):
+			t.Fatal("kubectl get -w printed nothing")
+		}
+	}
+
+	start := time.Now()
+	s.Stop(t)
+	took := time.Since(start)
+	assert.Less(t, took, 25*time.Second, "SIGTERM with open watches took %s", took)
+	for _, w := range watches {
+		select {
+		case _, open := <-w:
+			for open {
+				_, open = <-w
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("a watch stayed open after the server stopped")
+		}
 	}
 }

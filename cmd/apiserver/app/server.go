@@ -202,6 +202,14 @@ func (o *Options) Config() (*apiserver.Config, error) {
 
 	cfg := genericapiserver.NewRecommendedConfig(scheme.Codecs)
 	cfg.Serializer = scheme.Serializer
+	// Behind kube-apiserver, the aggregator and every informer in the
+	// cluster hold watches open on us. By default the server waits for
+	// them for RequestTimeout (60s) when told to stop, longer than a pod's
+	// termination grace period, so a rolling update would end in SIGKILL.
+	// In this mode it drains ordinary requests (answering new ones with 429
+	// and Retry-After meanwhile), then gives watches two seconds to see the
+	// connection close: clients re-watch through kube-apiserver.
+	cfg.ShutdownSendRetryAfter = true
 	namer := openapi.NewDefinitionNamer(scheme.Scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIConfig.Info.Title = "DockerIOS"
