@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test DockerIOS has, as CI does: formatting and vet, the
-# generated-code check, unit and storage tests (against embedded etcd), and
-# the integration tests that drive the real apiserver binary with the real
-# kubectl. Needs Go and kubectl; nothing else.
+# generated-code check, unit and storage tests (against embedded etcd), the
+# integration tests that drive the real apiserver binary with the real
+# kubectl, and the tests behind a real kube-apiserver (test/aggregated),
+# whose etcd, kube-apiserver and kube-controller-manager are built from
+# their Go modules on the first run (many minutes) and reused after. Needs
+# Go and kubectl; nothing else.
 set -o errexit
 set -o nounset
 set -o pipefail
@@ -36,6 +39,10 @@ go build -o bin/dockerios-apiserver ./cmd/apiserver
 go build -o bin/kubectl-dockerios ./cmd/kubectl-dockerios
 export DOCKERIOS_APISERVER_BIN="${ROOT}/bin/dockerios-apiserver"
 export DOCKERIOS_KUBECTL_PLUGIN_BIN="${ROOT}/bin/kubectl-dockerios"
+hack/build-control-plane.sh
+export DOCKERIOS_ETCD_BIN="${ROOT}/bin/etcd"
+export DOCKERIOS_KUBE_APISERVER_BIN="${ROOT}/bin/kube-apiserver"
+export DOCKERIOS_KUBE_CONTROLLER_MANAGER_BIN="${ROOT}/bin/kube-controller-manager"
 
 echo "== tests"
 # Registry and integration tests start etcd and apiserver processes; two
