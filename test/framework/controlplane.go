@@ -333,6 +333,21 @@ func RESTConfig(t testing.TB, kubeconfig string) *rest.Config {
 	return cfg
 }
 
+// PIDs returns the process ID of each running component by name (etcd,
+// kube-apiserver, kube-controller-manager, dockerios-apiserver), for
+// benchmarks that account CPU time per component.
+func (cp *ControlPlane) PIDs() map[string]int {
+	pids := map[string]int{}
+	for _, p := range cp.processes {
+		select {
+		case <-p.exited:
+		default:
+			pids[p.name] = p.cmd.Process.Pid
+		}
+	}
+	return pids
+}
+
 // DockerIOSServingCA is the CA of the DockerIOS apiserver's serving
 // certificate, for tests that call it directly.
 func (cp *ControlPlane) DockerIOSServingCA() []byte { return cp.servingCA.CertPEM() }
