@@ -21,7 +21,7 @@ if [[ ! -x "${KUBECTL}" ]]; then
 fi
 
 echo "== gofmt"
-unformatted="$(gofmt -l cmd pkg test hack)"
+unformatted="$(gofmt -l cmd pkg test hack agent)"
 if [[ -n "${unformatted}" ]]; then
   echo "gofmt would change:" >&2
   echo "${unformatted}" >&2
@@ -35,6 +35,9 @@ echo "== generated code"
 hack/verify-codegen.sh
 
 echo "== build"
+# The guest agent runs in macOS guests: it must build for them, without cgo.
+GOOS=darwin GOARCH=amd64 CGO_ENABLED=0 go build ./agent/...
+GOOS=darwin GOARCH=amd64 go vet ./agent/...
 go build -o bin/dockerios-apiserver ./cmd/apiserver
 go build -o bin/kubectl-dockerios ./cmd/kubectl-dockerios
 export DOCKERIOS_APISERVER_BIN="${ROOT}/bin/dockerios-apiserver"
@@ -66,5 +69,5 @@ if [[ "${FUZZTIME}" != "0" ]]; then
         exit 1
       fi
     done
-  done < <(grep -l -r --include='*_test.go' '^func Fuzz' pkg | xargs -n1 dirname | sort -u)
+  done < <(grep -l -r --include='*_test.go' '^func Fuzz' pkg agent | xargs -n1 dirname | sort -u)
 fi

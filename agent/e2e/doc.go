@@ -1,0 +1,22 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package e2e holds the end-to-end tests and the footprint benchmark of the
+// guest agent. They build the real dockerios-agent binary once, run it on
+// loopback with configs in temporary directories, and drive it through its
+// stages by changing the world its checks look at. There is no non-test
+// code here.
+package e2e
