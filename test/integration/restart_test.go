@@ -39,6 +39,16 @@ func TestRestart_ObjectsSurviveWithTheEmbeddedEtcd(t *testing.T) {
 			k := framework.NewKubectl(t, first.Kubeconfig)
 			k.MustRun(t, "", "create", "-f", examplesDir(t))
 			k.MustRun(t, "", "patch", "mm", "mac-1", "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Provisioning"}}`)
+			// The pool's status counts are written a moment after the
+			// writes they count; let them settle, or the restarted server
+			// would write them and change the pool's resourceVersion.
+			eventually(t, 30*time.Second, func() string {
+				got := k.MustRun(t, "", "get", "mipool", "imacpro", "-o", `jsonpath={.status.total}/{.status.allocated}/{.status.conditions[?(@.type=="Exhausted")].status}`)
+				if got != "1/1/True" {
+					return "pool status total/allocated/Exhausted is " + got + ", not 1/1/True"
+				}
+				return ""
+			})
 			const query = "get mm,mmclass,mid,mipool,mimg,mmpool,mmclaim -A -o custom-columns=KIND:.kind,NAME:.metadata.name,UID:.metadata.uid,RV:.metadata.resourceVersion,PHASE:.status.phase"
 			before := k.MustRun(t, "", strings.Fields(query)...)
 			stop(first, t)
