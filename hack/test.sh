@@ -21,7 +21,7 @@ if [[ ! -x "${KUBECTL}" ]]; then
 fi
 
 echo "== gofmt"
-unformatted="$(gofmt -l cmd pkg test hack agent)"
+unformatted="$(gofmt -l cmd pkg test hack agent sidecar-hook)"
 if [[ -n "${unformatted}" ]]; then
   echo "gofmt would change:" >&2
   echo "${unformatted}" >&2
@@ -33,6 +33,7 @@ go vet ./...
 
 echo "== generated code"
 hack/verify-codegen.sh
+hack/verify-protos.sh
 
 echo "== build"
 # The guest agent runs in macOS guests: it must build for them, without cgo.
@@ -69,5 +70,5 @@ if [[ "${FUZZTIME}" != "0" ]]; then
         exit 1
       fi
     done
-  done < <(grep -l -r --include='*_test.go' '^func Fuzz' pkg agent | xargs -n1 dirname | sort -u)
+  done < <(grep -l -r --include='*_test.go' '^func Fuzz' pkg agent sidecar-hook | xargs -n1 dirname | sort -u)
 fi
