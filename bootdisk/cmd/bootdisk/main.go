@@ -1,0 +1,190 @@
+// Copyright The DockerIOS Authors.
+// SPDX-License-Identifier: GPL-3.0-or-later
+//
+// This file is part of the DockerIOS bootdisk builder, which is free
+// software: you can redistribute it and/or modify it under the terms of the
+// GNU General Public License as published by the Free Software Foundation,
+// either version 3 of the License, or (at your option) any later version.
+// See bootdisk/LICENSE.
+
+// Command bootdisk renders a DockerIOS machine's OpenCore boot disk
+// (render) and generates identity rows (generate). README.md describes the
+// contract the DockerIOS controller's Job relies on.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/dockerios/dockerios/bootdisk/internal/builder"
+)
+
+// Defaults inside the builder image (see Dockerfile).
+const (
+	defaultTemplate  = "/opt/dockerios-bootdisk/template/config.plist"
+	defaultEFIDir    = "/opt/dockerios-bootdisk/efi"
+	defaultMacserial = "/opt/dockerios-bootdisk/bin/macserial"
+	defaultOutputDir = "/output"
+	defaultTermLog   = "/dev/termination-log"
+	tokenEnv         = "DOCKERIOS_AGENT_TOKEN"
+)
+
+const usage = `usage:
+  bootdisk render   [flags]   build the machine's boot disk into the output volume
+  bootdisk generate [flags]   print N identities as osx-serial-generator CSV rows
+Run "bootdisk render -h" or "bootdisk generate -h" for flags. See README.md.`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	termLog := defaultTermLog
+	if v := os.Getenv("DOCKERIOS_BOOTDISK_TERMINATION_LOG"); v != "" {
+		termLog = v
+	}
+	var err error
+	switch {
+	case len(args) == 0:
+		err = builder.Invalid("no command: want render or generate")
+	case args[0] == "render":
+		err = render(ctx, args[1:], stdout, stderr)
+	case args[0] == "generate":
+		err = generate(ctx, args[1:], stdout, stderr)
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
+		fmt.Fprintln(stdout, usage)
+		return builder.ExitOK
+	default:
+		err = builder.Invalid("unknown command %q: want render or generate", args[0])
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return builder.ExitOK
+	}
+	if err == nil {
+		return builder.ExitOK
+	}
+	// One line on stdout, and the same line as the container's termination
+	// message when Kubernetes provides the file.
+	line := "bootdisk: " + builder.OneLine(err)
+	fmt.Fprintln(stdout, line)
+	if _, statErr := os.Stat(termLog); statErr == nil {
+		_ = os.WriteFile(termLog, []byte(line+"\n"), 0o644)
+	}
+	return builder.ExitCode(err)
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("bootdisk "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return builder.Invalid("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return builder.Invalid("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+func render(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("render", stderr)
+	var id builder.Identity
+	o := builder.RenderOptions{Log: stderr}
+	identityFile := fs.String("identity-file", "", "identity JSON file (a MacOSIdentity spec); flags override its fields")
+	fs.StringVar(&id.Model, "model", "", "SMBIOS model, e.g. iMacPro1,1")
+	fs.StringVar(&id.SerialNumber, "serial", "", "system serial number (12 characters)")
+	fs.StringVar(&id.BoardSerialNumber, "board-serial", "", "main logic board serial, MLB (17 characters)")
+	fs.StringVar(&id.SystemUUID, "uuid", "", "SMBIOS system UUID")
+	fs.StringVar(&id.MACAddress, "mac-address", "", "MAC address with an Apple OUI; the ROM is its six bytes")
+	fs.StringVar(&id.ROM, "rom", "", "ROM as 12 hex digits (optional; must equal the MAC's bytes)")
+	fs.IntVar(&o.Display.Width, "width", 1920, "console width in pixels")
+	fs.IntVar(&o.Display.Height, "height", 1080, "console height in pixels")
+	tokenFile := fs.String("token-file", "", "read the agent token from this file instead of $"+tokenEnv)
+	fs.StringVar(&o.TemplatePath, "template", defaultTemplate, "config.plist template with osx-serial-generator's placeholders")
+	fs.StringVar(&o.TemplateCommit, "template-commit", os.Getenv("DOCKERIOS_BOOTDISK_TEMPLATE_COMMIT"), "upstream commit of the template, recorded in result.json")
+	fs.StringVar(&o.EFIDir, "efi-dir", defaultEFIDir, "directory holding the EFI/ tree")
+	fs.StringVar(&o.EFICommit, "efi-commit", os.Getenv("DOCKERIOS_BOOTDISK_EFI_COMMIT"), "upstream commit of the EFI tree, recorded in result.json")
+	fs.StringVar(&o.OutputDir, "output-dir", defaultOutputDir, "output volume")
+	fs.StringVar(&o.ImageName, "output-name", "", "image file name (default disk.img for raw, bootdisk.qcow2 for qcow2)")
+	fs.StringVar(&o.Format, "format", builder.FormatRaw, "raw or qcow2")
+	fs.IntVar(&o.SizeMiB, "size-mib", builder.DefaultSizeMiB, "virtual disk size in MiB")
+	fs.StringVar(&o.ScratchDir, "scratch-dir", os.TempDir(), "where the raw image is assembled before it is copied to the output volume")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *identityFile != "" {
+		base, err := builder.ReadIdentityFile(*identityFile)
+		if err != nil {
+			return err
+		}
+		id = base.Merge(id)
+	}
+	o.Identity = id
+	o.Token = os.Getenv(tokenEnv)
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return builder.Invalid("token file: %v", err)
+		}
+		o.Token = string(b)
+	}
+	res, err := builder.RenderDisk(ctx, o)
+	if err != nil {
+		return err
+	}
+	line, _ := json.Marshal(res)
+	fmt.Fprintln(stdout, string(line))
+	return nil
+}
+
+func generate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("generate", stderr)
+	var o builder.GenerateOptions
+	fs.StringVar(&o.Model, "model", "iMacPro1,1", "SMBIOS model")
+	fs.IntVar(&o.Count, "num", 1, "number of identities")
+	fs.StringVar(&o.Macserial, "macserial", defaultMacserial, "macserial binary")
+	fs.IntVar(&o.Width, "width", 1920, "WIDTH column")
+	fs.IntVar(&o.Height, "height", 1080, "HEIGHT column")
+	fs.StringVar(&o.KernelArgs, "kernel-args", "", "KERNEL_ARGS column")
+	fs.Uint64Var(&o.Seed, "seed", 0, "make UUIDs and MACs reproducible (tests only; 0 = crypto/rand)")
+	output := fs.String("output", "", "write the rows to this file (atomically) instead of stdout")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *output == "" {
+		return builder.Generate(ctx, o, stdout)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(*output), "."+filepath.Base(*output)+".tmp-")
+	if err != nil {
+		return builder.OutputErr("creating "+*output, err)
+	}
+	defer os.Remove(tmp.Name())
+	err = builder.Generate(ctx, o, tmp)
+	if err == nil {
+		err = builder.OutputErr("writing "+*output, tmp.Sync())
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = builder.OutputErr("writing "+*output, cerr)
+	}
+	if err != nil {
+		return err
+	}
+	return builder.OutputErr("renaming "+*output, os.Rename(tmp.Name(), *output))
+}
