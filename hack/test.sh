@@ -21,7 +21,7 @@ if [[ ! -x "${KUBECTL}" ]]; then
 fi
 
 echo "== gofmt"
-unformatted="$(gofmt -l cmd pkg test hack agent sidecar-hook)"
+unformatted="$(gofmt -l cmd pkg test hack agent sidecar-hook bootdisk)"
 if [[ -n "${unformatted}" ]]; then
   echo "gofmt would change:" >&2
   echo "${unformatted}" >&2
@@ -30,6 +30,9 @@ fi
 
 echo "== go vet"
 go vet ./...
+# The bootdisk builder is a module of its own (GPL-3.0): ./... never
+# reaches it, so it is vetted and tested on its own.
+(cd bootdisk && go vet ./...)
 
 echo "== generated code"
 hack/verify-codegen.sh
@@ -52,6 +55,7 @@ echo "== tests"
 # Registry and integration tests start etcd and apiserver processes; two
 # packages at a time keeps a 2-core machine responsive.
 go test -count=1 -p 2 -timeout 30m "$@" ./...
+(cd bootdisk && go test -count=1 -timeout 10m "$@" ./...)
 
 # Every fuzz target also runs for a while on fresh random input, beyond its
 # seed corpus (which the tests above already ran). FUZZTIME=0 skips this.
