@@ -4,8 +4,11 @@
 # integration tests that drive the real apiserver binary with the real
 # kubectl, and the tests behind a real kube-apiserver (test/aggregated),
 # whose etcd, kube-apiserver and kube-controller-manager are built from
-# their Go modules on the first run (many minutes) and reused after. Needs
-# Go and kubectl; nothing else.
+# their Go modules on the first run (many minutes) and reused after; the
+# guest agent (also built for darwin), the hook sidecar (and its generated
+# gRPC code) and the bootdisk builder's own module. Needs Go and kubectl,
+# plus protoc, sfdisk, mtools and qemu-img from Debian (.ci/run installs
+# them).
 set -o errexit
 set -o nounset
 set -o pipefail
