@@ -371,14 +371,14 @@ rules:
 	// every delegating server, caches a denial for a few seconds
 	// (--authorization-webhook-cache-unauthorized-ttl, 10s by default):
 	// the grant takes effect within that.
-	eventually(t, 30*time.Second, func() string {
+	framework.Eventually(t, 30*time.Second, func() string {
 		if r := erin.Run(machine, "create", "-f", "-"); r.Err != nil {
 			return "erin still cannot create a machine: " + r.Stderr
 		}
 		return ""
 	})
 	erin.MustRun(t, classClaim, "create", "-f", "-")
-	eventually(t, 10*time.Second, func() string {
+	framework.Eventually(t, 10*time.Second, func() string {
 		if id := erin.MustRun(t, "", "get", "mm", "erins", "-n", ns, "-o", "jsonpath={.status.identityRef.name}"); id == "" {
 			return "erin's machine holds no identity"
 		}
@@ -395,7 +395,7 @@ func (e *env) testViewerSeesNoIdentityValues(t *testing.T) {
 	frank := e.user(t, "frank")
 
 	var idName string
-	eventually(t, 10*time.Second, func() string {
+	framework.Eventually(t, 10*time.Second, func() string {
 		idName = e.admin.MustRun(t, "", "get", "mm", "viewed", "-n", ns, "-o", "jsonpath={.status.identityRef.name}")
 		if idName == "" {
 			return "the machine holds no identity"
@@ -589,7 +589,7 @@ func (e *env) testNamespaceDeletion(t *testing.T) {
 		return e.admin.MustRun(t, "", "get", "apiservice", "v1alpha1.dockerios.io",
 			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
 	}
-	eventually(t, 3*time.Minute, func() string {
+	framework.Eventually(t, 3*time.Minute, func() string {
 		if available := availableCondition(); available != "True" {
 			t.Errorf("APIService v1alpha1.dockerios.io Available=%q while the namespace was deleted", available)
 		}

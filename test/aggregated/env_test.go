@@ -244,23 +244,6 @@ func forbidden(t *testing.T, r framework.Result, parts ...string) {
 	}
 }
 
-// eventually retries f until it returns "" or within passes; f's last
-// answer is the failure message.
-func eventually(t *testing.T, within time.Duration, f func() string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		msg := f()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 func lines(s string) []string {
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {

@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -198,14 +197,13 @@ func (cp *ControlPlane) startKubeAPIServer(t testing.TB) {
 
 func (cp *ControlPlane) startKubeControllerManager(t testing.TB) {
 	t.Helper()
-	p := cp.start(t, "kube-controller-manager", binaryFromEnv(t, KubeControllerManagerBinEnv, "kube-controller-manager"),
+	cp.start(t, "kube-controller-manager", binaryFromEnv(t, KubeControllerManagerBinEnv, "kube-controller-manager"),
 		"--kubeconfig="+cp.UserKubeconfig(t, "system:kube-controller-manager", "system:masters"),
 		"--controllers=namespace,garbagecollector,clusterrole-aggregation",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", FreePort(t)),
 		"--v=1")
-	_ = p
 }
 
 // registerDockerIOS applies DockerIOS's RBAC from artifacts/deploy, a
@@ -388,22 +386,9 @@ func (cp *ControlPlane) serviceAccountKey(t testing.TB) string {
 	return cp.write(t, "sa.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
 }
 
-// process is one control-plane component.
-type process struct {
-	name   string
-	cmd    *exec.Cmd
-	output *syncBuffer
-	exited chan struct{}
-}
-
 func (cp *ControlPlane) start(t testing.TB, name, bin string, args ...string) *process {
 	t.Helper()
-	p := &process{name: name, cmd: exec.Command(bin, args...), output: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	p := startProcess(t, name, bin, args...)
 	cp.processes = append(cp.processes, p)
 	return p
 }
@@ -440,22 +425,6 @@ func (p *process) waitHTTP(t testing.TB, url string, cfg *rest.Config, timeout t
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("%s not ready at %s after %s (last: %s):\n%s", p.name, url, timeout, last, p.output.String())
-}
-
-func (p *process) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.exited:
-	case <-time.After(time.Minute):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
 }
 
 func (cp *ControlPlane) stopAll(t testing.TB) {

@@ -121,9 +121,7 @@ type LocalServer struct {
 	Port       int
 	Kubeconfig string
 
-	cmd    *exec.Cmd
-	output *syncBuffer
-	exited chan struct{}
+	*process
 }
 
 // StartLocalServer runs the apiserver with --local in dataDir (and any extra
@@ -135,16 +133,9 @@ func StartLocalServer(t testing.TB, dataDir string, extraArgs ...string) *LocalS
 		DataDir:    dataDir,
 		Port:       port,
 		Kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"),
-		output:     &syncBuffer{},
-		exited:     make(chan struct{}),
 	}
 	args := append([]string{"--local", "--data-dir", dataDir, "--secure-port", fmt.Sprint(port)}, extraArgs...)
-	s.cmd = exec.Command(APIServerBinary(t), args...)
-	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting the apiserver: %v", err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	s.process = startProcess(t, "apiserver", APIServerBinary(t), args...)
 	t.Cleanup(func() {
 		s.Stop(t)
 		if t.Failed() {
@@ -193,23 +184,6 @@ func (s *LocalServer) Stop(t testing.TB) { s.signal(t, syscall.SIGTERM) }
 
 // Kill kills the server (SIGKILL), as a crash or an OOM kill would.
 func (s *LocalServer) Kill(t testing.TB) { s.signal(t, syscall.SIGKILL) }
-
-func (s *LocalServer) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(sig)
-	select {
-	case <-s.exited:
-	case <-time.After(time.Minute):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		t.Errorf("apiserver did not exit within a minute of %v", sig)
-	}
-}
 
 // Output returns what the server has logged so far.
 func (s *LocalServer) Output() string { return s.output.String() }

@@ -46,23 +46,6 @@ func serialSet(t *testing.T) string {
 	return path
 }
 
-// eventually retries f until it returns "" or the deadline passes, then
-// fails with f's last complaint.
-func eventually(t *testing.T, within time.Duration, f func() string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		complaint := f()
-		if complaint == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(complaint)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // TestLedger_ThroughKubectl is the identity ledger as an operator meets it:
 // a machine waits while its pool is empty, the kubectl plugin imports a
 // serial set and the waiting machine takes one at once, a re-import changes
@@ -126,7 +109,7 @@ func TestLedger_ThroughKubectl(t *testing.T) {
 	})
 
 	t.Run("pool status counts keep up", func(t *testing.T) {
-		eventually(t, 15*time.Second, func() string {
+		framework.Eventually(t, 15*time.Second, func() string {
 			out := k.MustRun(t, "", "get", "mipool", "imacpro", "--no-headers")
 			if ok, _ := regexpMatch(`^imacpro\s+iMacPro1,1\s+5\s+4\s+1\s+0\s`, out); !ok {
 				return "pool status is " + out
@@ -140,7 +123,7 @@ func TestLedger_ThroughKubectl(t *testing.T) {
 		k.MustRun(t, "", "patch", "mm", "mac-1", "--type=json", "-p", `[{"op":"remove","path":"/metadata/finalizers"}]`)
 		assert.Empty(t, k.MustRun(t, "", "get", "mid", held, "-o", "jsonpath={.status.allocation}"))
 		k.MustRun(t, "", "delete", "mid", held)
-		eventually(t, 15*time.Second, func() string {
+		framework.Eventually(t, 15*time.Second, func() string {
 			out := k.MustRun(t, "", "get", "mipool", "imacpro", "--no-headers")
 			if ok, _ := regexpMatch(`^imacpro\s+iMacPro1,1\s+4\s+4\s+0\s+0\s`, out); !ok {
 				return "pool status is " + out

@@ -42,7 +42,7 @@ func TestRestart_ObjectsSurviveWithTheEmbeddedEtcd(t *testing.T) {
 			// The pool's status counts are written a moment after the
 			// writes they count; let them settle, or the restarted server
 			// would write them and change the pool's resourceVersion.
-			eventually(t, 30*time.Second, func() string {
+			framework.Eventually(t, 30*time.Second, func() string {
 				got := k.MustRun(t, "", "get", "mipool", "imacpro", "-o", `jsonpath={.status.total}/{.status.allocated}/{.status.conditions[?(@.type=="Exhausted")].status}`)
 				if got != "1/1/True" {
 					return "pool status total/allocated/Exhausted is " + got + ", not 1/1/True"
