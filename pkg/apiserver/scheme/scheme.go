@@ -44,23 +44,27 @@ var (
 	// namespace holding our objects would stay Terminating for ever
 	// (kubernetes/kubernetes#86666). Not offering protobuf makes every
 	// client fall back to JSON.
-	Serializer runtime.NegotiatedSerializer = withoutProtobuf{Codecs}
+	Serializer runtime.NegotiatedSerializer = newWithoutProtobuf(Codecs)
 )
 
-// withoutProtobuf is a CodecFactory that does not offer protobuf.
+// withoutProtobuf is a CodecFactory that does not offer protobuf. The
+// list is filtered once: every request negotiates against it.
 type withoutProtobuf struct {
 	serializer.CodecFactory
+	infos []runtime.SerializerInfo
 }
 
-func (w withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
-	var infos []runtime.SerializerInfo
-	for _, info := range w.CodecFactory.SupportedMediaTypes() {
+func newWithoutProtobuf(codecs serializer.CodecFactory) withoutProtobuf {
+	w := withoutProtobuf{CodecFactory: codecs}
+	for _, info := range codecs.SupportedMediaTypes() {
 		if info.MediaType != runtime.ContentTypeProtobuf {
-			infos = append(infos, info)
+			w.infos = append(w.infos, info)
 		}
 	}
-	return infos
+	return w
 }
+
+func (w withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo { return w.infos }
 
 func init() {
 	install.Install(Scheme)
