@@ -71,6 +71,11 @@ func NewHandler(opts Options) http.Handler {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
+	// Every answer but a signed status closes its connection: connections
+	// are capped (MaxConnections), and a peer without the token must not
+	// hold slots open between bad requests while the controller's polls
+	// go unanswered.
+	w.Header().Set("Connection", "close")
 	if r.URL.Path != api.StatusPath {
 		w.WriteHeader(http.StatusNotFound)
 		return
@@ -106,6 +111,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	}
+	w.Header().Del("Connection")
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.Header().Set(api.HeaderResponseSignature, api.EncodeMAC(api.ResponseMAC(h.opts.Token, nonce, body)))

@@ -17,7 +17,10 @@ limitations under the License.
 package server
 
 import (
+	"bufio"
+	"crypto/tls"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -223,4 +226,52 @@ func TestLimitListener_CapsConcurrentConnections(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("second connection not accepted after the first closed")
 	}
+}
+
+// A peer without the token cannot keep connections (a capped resource)
+// open: every refusal closes its connection, while a signed answer keeps
+// its connection for the next poll.
+func TestServer_RefusalsCloseTheirConnection(t *testing.T) {
+	c := &clock{now: t0}
+	cert, err := SelfSignedCertificate(t0)
+	require.NoError(t, err)
+	srv := NewServer(newHandler(c), cert, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.ServeTLS(LimitListener(ln, MaxConnections), "", "") }()
+	defer srv.Close()
+
+	roundTrip := func(conn *tls.Conn, r *http.Request) *http.Response {
+		t.Helper()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+		require.NoError(t, r.Write(conn))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), r)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	dial := func() *tls.Conn {
+		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test server's throwaway certificate
+		require.NoError(t, err)
+		return conn
+	}
+
+	bad := dial()
+	defer bad.Close()
+	unsigned, err := http.NewRequest(http.MethodGet, "https://agent"+api.StatusPath, nil)
+	require.NoError(t, err)
+	resp := roundTrip(bad, unsigned)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.True(t, resp.Close, "a 401 must close its connection")
+	_, err = bad.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the server closed the connection after the 401")
+
+	good := dial()
+	defer good.Close()
+	resp = roundTrip(good, signed(token, t0, "nonce-keep-0123456789ab"))
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.False(t, resp.Close, "a signed answer keeps its connection")
+	resp = roundTrip(good, signed(token, t0, "nonce-keep-0123456789cd"))
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }

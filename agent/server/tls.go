@@ -71,6 +71,10 @@ func NewServer(h http.Handler, cert tls.Certificate, logger *slog.Logger) *http.
 		WriteTimeout:      10 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    MaxHeaderBytes,
+		// HTTP/1.1 only: one small request per poll needs no HTTP/2, and
+		// only HTTP/1.1 lets an answer close its connection (see
+		// "Connection: close" in the handler).
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		// Scanners and health probes produce handshake noise; keep it out
 		// of the log unless debugging.
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
