@@ -62,8 +62,10 @@ const (
 
 	// ContainerName is the builder container's name in the Job's pod.
 	ContainerName = "bootdisk"
-	// MachineLabel names the machine a Job renders for.
-	MachineLabel = "dockerios.io/machine"
+	// MachineUIDLabel holds the UID of the machine a Job renders for. Not
+	// its name: a label value is at most 63 characters, a machine name up
+	// to 253 (JobName shortens names for the same reason).
+	MachineUIDLabel = "dockerios.io/machine-uid"
 	// ComponentLabelValue is the app.kubernetes.io/component of the Jobs.
 	ComponentLabelValue = "bootdisk"
 
@@ -200,7 +202,7 @@ func Job(machine *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, class *v1al
 	labels := map[string]string{
 		"app.kubernetes.io/name":      "dockerios",
 		"app.kubernetes.io/component": ComponentLabelValue,
-		MachineLabel:                  machine.Name,
+		MachineUIDLabel:               string(machine.UID),
 	}
 	s := id.Spec
 	args := []string{

@@ -134,11 +134,18 @@ func TestJobOptionsAndDefaults(t *testing.T) {
 			}
 		}},
 		{"long machine name", func(m *v1alpha1.MacOSMachine, i *v1alpha1.MacOSIdentity, _ *v1alpha1.MacOSMachineClass, _ *JobOptions) {
-			m.Name = strings.Repeat("a", 60) + "-b"
+			m.Name = strings.Repeat("a", 120) + "-b"
 			i.Status.Allocation.MachineName = m.Name
 		}, func(t *testing.T, j *batchv1.Job) {
 			if errs := validation.IsDNS1123Label(j.Name); len(errs) > 0 {
 				t.Errorf("name %q: %v", j.Name, errs)
+			}
+			for _, labels := range []map[string]string{j.Labels, j.Spec.Template.Labels} {
+				for k, v := range labels {
+					if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+						t.Errorf("label %s=%q: %v", k, v, errs)
+					}
+				}
 			}
 		}},
 	} {
