@@ -47,7 +47,9 @@ GOOS=darwin GOARCH=amd64 CGO_ENABLED=0 go build ./agent/...
 GOOS=darwin GOARCH=amd64 go vet ./agent/...
 go build -o bin/dockerios-apiserver ./cmd/apiserver
 go build -o bin/kubectl-dockerios ./cmd/kubectl-dockerios
+go build -o bin/dockerios-controller ./cmd/controller
 export DOCKERIOS_APISERVER_BIN="${ROOT}/bin/dockerios-apiserver"
+export DOCKERIOS_CONTROLLER_BIN="${ROOT}/bin/dockerios-controller"
 export DOCKERIOS_KUBECTL_PLUGIN_BIN="${ROOT}/bin/kubectl-dockerios"
 hack/build-control-plane.sh
 export DOCKERIOS_ETCD_BIN="${ROOT}/bin/etcd"

@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Prefix starts every annotation the hook reads. A VMI with no annotation
@@ -100,6 +101,20 @@ const (
 	SocketName = "dockerios.sock"
 	// DefaultOSKFile is where the sidecar reads the Apple SMC key.
 	DefaultOSKFile = "/var/run/dockerios/osk/osk"
+
+	// OSKSecretLabel, on a VMI (KubeVirt copies VMI labels to its
+	// virt-launcher pod), names the Secret in the VMI's namespace whose key
+	// OSKSecretKey holds Apple's SMC key. The DockerIOS launcher pod webhook
+	// (pkg/launcherwebhook) mounts that key, read-only, into the hook's
+	// sidecar container alone, at the file the hook's --osk-file names.
+	// It is a label, not an annotation, so the webhook's objectSelector
+	// sends kube-apiserver only these pods: no other pod's creation waits on
+	// DockerIOS. Secret names used here must fit a label value (63
+	// characters).
+	OSKSecretLabel = Prefix + "osk-secret"
+	// OSKSecretKey is the key of the OSK Secret holding the 64-character
+	// key (a trailing newline is allowed).
+	OSKSecretKey = "osk"
 )
 
 // HookSidecar configures the sidecar entry of HookSidecarsAnnotation.
@@ -108,54 +123,48 @@ type HookSidecar struct {
 	Image string
 	// ImagePullPolicy, e.g. "IfNotPresent"; empty leaves KubeVirt's default.
 	ImagePullPolicy string
-	// OSKConfigMap names a ConfigMap in the VMI's namespace whose key
-	// OSKConfigMapKey holds the Apple SMC key. KubeVirt mounts that one key
-	// at DefaultOSKFile in the sidecar container. KubeVirt's hook sidecars
-	// can mount a ConfigMap or a PVC, not a Secret: see
-	// artifacts/kubevirt/README.md. Empty mounts nothing (the key must then
-	// be in the image at DefaultOSKFile).
-	OSKConfigMap string
-	// OSKConfigMapKey is the ConfigMap key; empty means "osk".
-	OSKConfigMapKey string
-	// Args are extra arguments for the sidecar binary.
+	// Args are extra arguments for the sidecar binary. HookSidecarsValue
+	// adds --osk-file=DefaultOSKFile unless they set --osk-file.
 	Args []string
 }
 
 // hookSidecarJSON mirrors the fields of KubeVirt's pkg/hooks.HookSidecar
 // the controller sets.
 type hookSidecarJSON struct {
-	Image           string         `json:"image"`
-	ImagePullPolicy string         `json:"imagePullPolicy,omitempty"`
-	Args            []string       `json:"args,omitempty"`
-	ConfigMap       *configMapJSON `json:"configMap,omitempty"`
-}
-
-type configMapJSON struct {
-	Name     string `json:"name"`
-	Key      string `json:"key"`
-	HookPath string `json:"hookPath"`
+	Image           string   `json:"image"`
+	ImagePullPolicy string   `json:"imagePullPolicy,omitempty"`
+	Args            []string `json:"args"`
 }
 
 // HookSidecarsValue is the value of HookSidecarsAnnotation that runs the
 // DockerIOS hook as a sidecar of a VMI, e.g.
 //
 //	[{"image":"registry.example/dockerios-sidecar-hook:v1","imagePullPolicy":"IfNotPresent",
-//	  "configMap":{"name":"dockerios-osk","key":"osk","hookPath":"/var/run/dockerios/osk/osk"}}]
+//	  "args":["--osk-file=/var/run/dockerios/osk/osk"]}]
+//
+// The --osk-file argument is always there: it is how the DockerIOS launcher
+// pod webhook (pkg/launcherwebhook) recognises the hook's container and
+// where it mounts the Secret named by OSKSecretLabel.
 func HookSidecarsValue(s HookSidecar) (string, error) {
 	if s.Image == "" {
 		return "", fmt.Errorf("hook sidecar image is required")
 	}
-	entry := hookSidecarJSON{Image: s.Image, ImagePullPolicy: s.ImagePullPolicy, Args: s.Args}
-	if s.OSKConfigMap != "" {
-		key := s.OSKConfigMapKey
-		if key == "" {
-			key = "osk"
-		}
-		entry.ConfigMap = &configMapJSON{Name: s.OSKConfigMap, Key: key, HookPath: DefaultOSKFile}
+	args := slices.Clone(s.Args)
+	if !slices.ContainsFunc(args, isOSKFileArg) {
+		args = append(args, "--osk-file="+DefaultOSKFile)
 	}
-	b, err := json.Marshal([]hookSidecarJSON{entry})
+	b, err := json.Marshal([]hookSidecarJSON{{Image: s.Image, ImagePullPolicy: s.ImagePullPolicy, Args: args}})
 	if err != nil {
 		return "", err
 	}
 	return string(b), nil
+}
+
+func isOSKFileArg(a string) bool {
+	for _, p := range []string{"-osk-file", "--osk-file"} {
+		if a == p || strings.HasPrefix(a, p+"=") {
+			return true
+		}
+	}
+	return false
 }

@@ -19,17 +19,30 @@ package annotations
 import "testing"
 
 func TestHookSidecarsValue(t *testing.T) {
-	got, err := HookSidecarsValue(HookSidecar{Image: "registry.example/dockerios/sidecar-hook:v1", ImagePullPolicy: "IfNotPresent", OSKConfigMap: "dockerios-osk"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `[{"image":"registry.example/dockerios/sidecar-hook:v1","imagePullPolicy":"IfNotPresent","configMap":{"name":"dockerios-osk","key":"osk","hookPath":"/var/run/dockerios/osk/osk"}}]`
-	if got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
-	}
-	got, err = HookSidecarsValue(HookSidecar{Image: "img", Args: []string{"--osk-file", "/osk"}})
-	if err != nil || got != `[{"image":"img","args":["--osk-file","/osk"]}]` {
-		t.Errorf("got %s, %v", got, err)
+	for _, tc := range []struct {
+		name string
+		in   HookSidecar
+		want string
+	}{
+		{"adds the default --osk-file the launcher webhook looks for",
+			HookSidecar{Image: "registry.example/dockerios/sidecar-hook:v1", ImagePullPolicy: "IfNotPresent"},
+			`[{"image":"registry.example/dockerios/sidecar-hook:v1","imagePullPolicy":"IfNotPresent","args":["--osk-file=/var/run/dockerios/osk/osk"]}]`},
+		{"keeps an --osk-file given as two arguments",
+			HookSidecar{Image: "img", Args: []string{"--osk-file", "/osk/key"}},
+			`[{"image":"img","args":["--osk-file","/osk/key"]}]`},
+		{"keeps a single-dash -osk-file=",
+			HookSidecar{Image: "img", Args: []string{"-osk-file=/k/osk"}},
+			`[{"image":"img","args":["-osk-file=/k/osk"]}]`},
+		{"appends after other arguments",
+			HookSidecar{Image: "img", Args: []string{"--socket-dir=/s"}},
+			`[{"image":"img","args":["--socket-dir=/s","--osk-file=/var/run/dockerios/osk/osk"]}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := HookSidecarsValue(tc.in)
+			if err != nil || got != tc.want {
+				t.Errorf("got  %s, %v\nwant %s", got, err, tc.want)
+			}
+		})
 	}
 	if _, err := HookSidecarsValue(HookSidecar{}); err == nil {
 		t.Error("no error without image")

@@ -55,6 +55,7 @@ func TestThroughKubeAPIServer(t *testing.T) {
 	t.Run("FiftyClaimsRaceForTwentyMachines", e.testBindRace)
 	t.Run("DirectRequestsNeedTheFrontProxy", e.testDirectRequests)
 	t.Run("NamespaceDeletionCompletes", e.testNamespaceDeletion)
+	t.Run("LauncherPodWebhookMountsTheOSKSecret", e.testLauncherPodWebhook)
 }
 
 // Discovery and OpenAPI v3 reach kubectl through kube-apiserver's

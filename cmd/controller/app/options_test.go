@@ -1,0 +1,50 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package app
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestOptions_Parse(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" means valid
+	}{
+		{"defaults", nil, ""},
+		{"webhook off needs no certificates", []string{"--webhook-bind-address=", "--webhook-cert-dir="}, ""},
+		{"webhook without certificates", []string{"--webhook-cert-dir="}, "--webhook-cert-dir: required while --webhook-bind-address is set"},
+		{"no health address", []string{"--health-bind-address="}, "--health-bind-address: required"},
+		{"unknown log level", []string{"--log-level=loud"}, `--log-level: unknown level "loud"`},
+		{"every problem at once", []string{"--health-bind-address=", "--log-level=loud"}, "--health-bind-address: required (the kubelet probes it)\n--log-level"},
+		{"stray argument", []string{"serve"}, `unexpected arguments ["serve"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := NewOptions().Parse(tc.args)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			if assert.Error(t, err) {
+				assert.Contains(t, err.Error(), tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,107 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package framework
+
+import (
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ControllerBinEnv points tests at a prebuilt dockerios-controller.
+const ControllerBinEnv = "DOCKERIOS_CONTROLLER_BIN"
+
+var controllerBin = &binary{env: ControllerBinEnv, name: "dockerios-controller", pkg: "./cmd/controller"}
+
+// ControllerServiceName is the controller's Service (its webhook).
+const ControllerServiceName = "dockerios-controller"
+
+// Controller is a running dockerios-controller with its virt-launcher pod
+// webhook registered in kube-apiserver from artifacts/deploy.
+type Controller struct {
+	args []string
+	*process
+	cp *ControlPlane
+}
+
+// StartController registers the controller's webhook (artifacts/deploy's
+// Service, as an ExternalName to localhost, and its
+// MutatingWebhookConfiguration with the test serving CA) and starts the
+// controller. It stops when the test ends.
+func (cp *ControlPlane) StartController(t testing.TB) *Controller {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := NewKubectl(t, cp.AdminKubeconfig)
+	webhookPort, healthPort := FreePort(t), FreePort(t)
+	k.MustRun(t, fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %s, namespace: %s}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{name: webhook, port: %d}]
+`, ControllerServiceName, SystemNamespace, webhookPort), "apply", "-f", "-")
+	config, err := os.ReadFile(filepath.Join(root, "artifacts", "deploy", "10-launcher-webhook.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := strings.Replace(string(config), `caBundle: ""`, "caBundle: "+base64.StdEncoding.EncodeToString(cp.servingCA.CertPEM()), 1)
+	manifest = strings.Replace(manifest, "      port: 443", fmt.Sprintf("      port: %d", webhookPort), 1)
+	k.MustRun(t, manifest, "apply", "-f", "-")
+
+	// kube-apiserver checks the webhook's certificate against the
+	// Service's DNS name, whatever address it dials.
+	certDir := filepath.Join(cp.Dir, "controller-webhook-tls")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := cp.servingCA.IssueServing("dockerios-controller",
+		[]string{ControllerServiceName + "." + SystemNamespace + ".svc", "localhost", "127.0.0.1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key} {
+		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &Controller{cp: cp, args: []string{
+		fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", webhookPort),
+		"--webhook-cert-dir=" + certDir,
+		fmt.Sprintf("--health-bind-address=127.0.0.1:%d", healthPort),
+	}}
+	c.Start(t)
+	return c
+}
+
+// Start starts the controller (again) and waits until it is ready.
+func (c *Controller) Start(t testing.TB) {
+	t.Helper()
+	c.process = c.cp.start(t, "dockerios-controller", controllerBin.get(t), c.args...)
+	c.waitHTTP(t, "http://"+strings.TrimPrefix(c.args[2], "--health-bind-address=")+"/readyz", nil, time.Minute)
+}
+
+// Kill kills the controller with SIGKILL.
+func (c *Controller) Kill(t testing.TB) { c.signal(t, syscall.SIGKILL) }
