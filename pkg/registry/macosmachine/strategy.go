@@ -27,6 +27,7 @@ package macosmachine
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -119,6 +120,12 @@ func (machineStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtim
 	defaultstrategy.KeepMetadataOnStatusWrite(m, oldM)
 	m.Status.IdentityRef = oldM.Status.IdentityRef
 	m.Status.ClaimRef = oldM.Status.ClaimRef
+	// Released belongs to claim deletion, like claimRef: a status write
+	// can neither set nor clear it.
+	meta.RemoveStatusCondition(&m.Status.Conditions, dockerio.MachineReleased)
+	if c := meta.FindStatusCondition(oldM.Status.Conditions, dockerio.MachineReleased); c != nil {
+		m.Status.Conditions = append(m.Status.Conditions, *c)
+	}
 }
 
 func (machineStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {

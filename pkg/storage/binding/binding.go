@@ -50,6 +50,8 @@ const ConditionBound = "Bound"
 const (
 	ReasonBound       = "Bound"
 	ReasonMachineGone = "MachineGone"
+	// ReasonClaimDeleted is the reason of a machine's Released condition.
+	ReasonClaimDeleted = "ClaimDeleted"
 )
 
 // maxAttempts bounds the retries of a bind that lost a race; each lost
@@ -176,6 +178,8 @@ func refusal(claim *dockerio.MacOSMachineClaim, m *dockerio.MacOSMachine) string
 		return fmt.Sprintf("the claim asks for pool %s, the machine is of pool %q", claim.Spec.PoolName, m.Spec.PoolName)
 	case claim.Spec.ClassName != "" && m.Spec.ClassName != claim.Spec.ClassName:
 		return fmt.Sprintf("the claim asks for class %s, the machine is of class %s", claim.Spec.ClassName, m.Spec.ClassName)
+	case meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased):
+		return "the machine served a claim that was deleted and is being disposed of"
 	case !ready(m):
 		return "the machine is not Ready"
 	}
@@ -280,6 +284,11 @@ func (s *claimStorage) Delete(ctx context.Context, key string, out runtime.Objec
 				if ref := m.Status.ClaimRef; ref != nil && ref.UID == string(claim.UID) {
 					freed := m.DeepCopy()
 					freed.Status.ClaimRef = nil
+					meta.SetStatusCondition(&freed.Status.Conditions, metav1.Condition{
+						Type: v1alpha1.MachineReleased, Status: metav1.ConditionTrue, Reason: ReasonClaimDeleted,
+						Message:            fmt.Sprintf("MacOSMachineClaim %s was deleted; the machine is never bound again and is disposed of", claim.Name),
+						ObservedGeneration: m.Generation, LastTransitionTime: metav1.NewTime(b.clock.Now()),
+					})
 					tx.IfUnchanged(machineKey, mRev)
 					if _, err := tx.PutObject(ctx, b.machines, machineKey, freed); err != nil {
 						return err

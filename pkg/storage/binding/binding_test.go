@@ -19,6 +19,7 @@ package binding_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sync"
 	"testing"
 
@@ -36,6 +37,7 @@ import (
 	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
 	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
 	"github.com/dockerios/dockerios/pkg/registry/registrytest"
+	"github.com/dockerios/dockerios/pkg/storage/binding"
 )
 
 type env struct {
@@ -253,7 +255,33 @@ func TestClaimDelete_FreesTheMachineInTheSameWrite(t *testing.T) {
 
 	_, _, err = e.claims.Claim.Delete(e.ctx(), "ci-1", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
 	require.NoError(t, err)
-	assert.Nil(t, e.getMachine(t, "mac-1").Status.ClaimRef)
+	m := e.getMachine(t, "mac-1")
+	assert.Nil(t, m.Status.ClaimRef)
+	released := meta.FindStatusCondition(m.Status.Conditions, dockerio.MachineReleased)
+	require.NotNil(t, released, "the freed machine is marked Released in the same write")
+	assert.Equal(t, metav1.ConditionTrue, released.Status)
+	assert.Equal(t, binding.ReasonClaimDeleted, released.Reason)
+	assert.Contains(t, released.Message, "MacOSMachineClaim ci-1 was deleted")
+
+	// A released machine had a workload on it: never bound again...
+	e.claim(t, "ci-2")
+	_, err = e.bind("ci-2", "mac-1")
+	require.True(t, apierrors.IsConflict(err), "want 409, got %v", err)
+	assert.Contains(t, err.Error(), "the machine served a claim that was deleted and is being disposed of")
+
+	// ...and the controller's status writes can neither clear the mark
+	// nor forge it.
+	cleared := m.DeepCopy()
+	meta.RemoveStatusCondition(&cleared.Status.Conditions, dockerio.MachineReleased)
+	_, _, err = e.machines.Status.Update(e.ctx(), "mac-1", rest.DefaultUpdatedObjectInfo(cleared), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.True(t, meta.IsStatusConditionTrue(e.getMachine(t, "mac-1").Status.Conditions, dockerio.MachineReleased))
+
+	forged := e.readyMachine(t, "mac-2").DeepCopy()
+	meta.SetStatusCondition(&forged.Status.Conditions, metav1.Condition{Type: dockerio.MachineReleased, Status: metav1.ConditionTrue, Reason: "Forged", Message: "x"})
+	_, _, err = e.machines.Status.Update(e.ctx(), "mac-2", rest.DefaultUpdatedObjectInfo(forged), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, meta.FindStatusCondition(e.getMachine(t, "mac-2").Status.Conditions, dockerio.MachineReleased))
 }
 
 func TestMachineGone_LeavesItsClaimLost(t *testing.T) {

@@ -496,6 +496,11 @@ const (
 	MachineAgentReachable        = "AgentReachable"
 	MachineGuestReady            = "GuestReady"
 	MachineConditionReady        = "Ready"
+	// MachineReleased is True once the claim the machine served was
+	// deleted. Written only by the apiserver, in the transaction that
+	// deletes the claim, and never removed: a released machine has had a
+	// workload on it, is never bound again, and is disposed of.
+	MachineReleased = "Released"
 )
 
 // MachineTeardownFinalizer is put on every machine at create, so that its
