@@ -67,7 +67,7 @@ spec:
 // down, macOS launcher pods wait and every other pod is created as before.
 func (e *env) testLauncherPodWebhook(t *testing.T) {
 	ns := e.namespace(t, "launcher-pods")
-	ctrl := e.cp.StartController(t)
+	ctrl := e.cp.StartController(t, "--reconcile=false")
 	e.admin.MustRun(t, "", "-n", ns, "create", "secret", "generic", "dockerios-osk",
 		"--from-literal=osk=dummy-osk-for-tests-only-0123456789abcdef0123456789abcdef0123")
 	launcher := map[string]string{launcherwebhook.KubeVirtLabel: launcherwebhook.LauncherValue, annotations.OSKSecretLabel: "dockerios-osk"}

@@ -38,7 +38,9 @@ const ControllerServiceName = "dockerios-controller"
 // Controller is a running dockerios-controller with its virt-launcher pod
 // webhook registered in kube-apiserver from artifacts/deploy.
 type Controller struct {
-	args []string
+	// HealthURL serves /healthz, /readyz and /metrics.
+	HealthURL string
+	args      []string
 	*process
 	cp *ControlPlane
 }
@@ -47,13 +49,17 @@ type Controller struct {
 // Service, as an ExternalName to localhost, and its
 // MutatingWebhookConfiguration with the test serving CA) and starts the
 // controller. It stops when the test ends.
-func (cp *ControlPlane) StartController(t testing.TB) *Controller {
+func (cp *ControlPlane) StartController(t testing.TB, extraArgs ...string) *Controller {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := NewKubectl(t, cp.AdminKubeconfig)
+	k.MustRun(t, "", "apply", "-f", filepath.Join(root, "artifacts", "deploy", "09-controller.yaml"))
+	// The Deployment itself is not for this cluster (no kubelet); the
+	// process below plays it, with the ServiceAccount's token.
+	k.MustRun(t, "", "-n", SystemNamespace, "delete", "deployment", "dockerios-controller", "--ignore-not-found")
 	webhookPort, healthPort := FreePort(t), FreePort(t)
 	k.MustRun(t, fmt.Sprintf(`apiVersion: v1
 kind: Service
@@ -87,11 +93,17 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	c := &Controller{cp: cp, args: []string{
+	c := &Controller{cp: cp, HealthURL: fmt.Sprintf("http://127.0.0.1:%d", healthPort), args: append([]string{
+		fmt.Sprintf("--health-bind-address=127.0.0.1:%d", healthPort),
 		fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", webhookPort),
 		"--webhook-cert-dir=" + certDir,
-		fmt.Sprintf("--health-bind-address=127.0.0.1:%d", healthPort),
-	}}
+		"--kubeconfig=" + cp.serviceAccountKubeconfig(t, "dockerios-controller"),
+		"--leader-election-namespace=" + SystemNamespace,
+		"--bootdisk-image=registry.test/dockerios-bootdisk:test",
+		"--hook-sidecar-image=registry.test/dockerios-sidecar-hook:test",
+		"--vm-termination-grace-period=5s",
+		"--log-level=debug",
+	}, extraArgs...)}
 	c.Start(t)
 	return c
 }
@@ -100,8 +112,11 @@ spec:
 func (c *Controller) Start(t testing.TB) {
 	t.Helper()
 	c.process = c.cp.start(t, "dockerios-controller", controllerBin.get(t), c.args...)
-	c.waitHTTP(t, "http://"+strings.TrimPrefix(c.args[2], "--health-bind-address=")+"/readyz", nil, time.Minute)
+	c.waitHTTP(t, c.HealthURL+"/readyz", nil, time.Minute)
 }
+
+// Output is what the controller logged.
+func (c *Controller) Output() string { return c.output.String() }
 
 // Kill kills the controller with SIGKILL.
 func (c *Controller) Kill(t testing.TB) { c.signal(t, syscall.SIGKILL) }

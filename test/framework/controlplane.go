@@ -244,16 +244,7 @@ spec:
 
 	// The apiserver's own kubeconfig: its service account's token, as it
 	// has in a pod, for delegated authentication and authorization.
-	token := strings.TrimSpace(k.MustRun(t, "", "create", "token", "dockerios-apiserver", "-n", SystemNamespace, "--duration=24h"))
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["kube"] = &clientcmdapi.Cluster{Server: cp.KubeAPIServerURL, CertificateAuthorityData: cp.clientCA.CertPEM()}
-	cfg.AuthInfos["dockerios-apiserver"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["kube"] = &clientcmdapi.Context{Cluster: "kube", AuthInfo: "dockerios-apiserver"}
-	cfg.CurrentContext = "kube"
-	path := filepath.Join(cp.Dir, "dockerios-apiserver.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
+	path := cp.serviceAccountKubeconfig(t, "dockerios-apiserver")
 	servingCert, servingKey := cp.issueServing(t, cp.servingCA, "dockerios-apiserver",
 		[]string{ServiceName + "." + SystemNamespace + ".svc", "localhost", "127.0.0.1"})
 	cp.dockerIOSArgs = []string{
@@ -263,6 +254,25 @@ spec:
 		"--tls-cert-file=" + servingCert, "--tls-private-key-file=" + servingKey,
 		"--authentication-kubeconfig=" + path, "--authorization-kubeconfig=" + path, "--kubeconfig=" + path,
 	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig authenticating as the
+// ServiceAccount name of the DockerIOS namespace, with a token as a pod
+// would have, and returns its path.
+func (cp *ControlPlane) serviceAccountKubeconfig(t testing.TB, name string) string {
+	t.Helper()
+	k := NewKubectl(t, cp.AdminKubeconfig)
+	token := strings.TrimSpace(k.MustRun(t, "", "create", "token", name, "-n", SystemNamespace, "--duration=24h"))
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kube"] = &clientcmdapi.Cluster{Server: cp.KubeAPIServerURL, CertificateAuthorityData: cp.clientCA.CertPEM()}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["kube"] = &clientcmdapi.Context{Cluster: "kube", AuthInfo: name}
+	cfg.CurrentContext = "kube"
+	path := filepath.Join(cp.Dir, name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // startDockerIOS starts (or restarts) the DockerIOS apiserver.

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -41,6 +42,27 @@ type Options struct {
 	HealthBindAddress string
 	// LogLevel is slog's level name.
 	LogLevel string
+
+	// Kubeconfig reaches kube-apiserver; empty means in-cluster.
+	Kubeconfig string
+	// Reconcile turns the reconcilers on; off, the binary serves only the
+	// webhook (for a webhook-only Deployment).
+	Reconcile bool
+	// LeaderElect makes replicas elect one reconciler through the Lease
+	// LeaderElectionNamespace/LeaderElectionName; the webhook is served by
+	// every replica.
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaderElectionName      string
+	// BootdiskImage, HookSidecarImage and OSKSecretName go into every
+	// machine's objects (pkg/controller/machine.Settings).
+	BootdiskImage    string
+	HookSidecarImage string
+	OSKSecretName    string
+	// TerminationGracePeriod is the ACPI shutdown grace of each VM.
+	TerminationGracePeriod time.Duration
+	MachineWorkers         int
+	AgentTimeout           time.Duration
 }
 
 // NewOptions returns the defaults a Deployment in artifacts/ relies on.
@@ -50,6 +72,17 @@ func NewOptions() *Options {
 		WebhookCertDir:     "/var/run/dockerios/webhook-tls",
 		HealthBindAddress:  ":8081",
 		LogLevel:           "info",
+
+		Reconcile:               true,
+		LeaderElect:             true,
+		LeaderElectionNamespace: "dockerios-system",
+		LeaderElectionName:      "dockerios-controller",
+		BootdiskImage:           "ghcr.io/dockerios/dockerios-bootdisk:v0.1.0",
+		HookSidecarImage:        "ghcr.io/dockerios/dockerios-sidecar-hook:v0.1.0",
+		OSKSecretName:           "dockerios-osk",
+		TerminationGracePeriod:  3 * time.Minute,
+		MachineWorkers:          16,
+		AgentTimeout:            5 * time.Second,
 	}
 }
 
@@ -63,6 +96,17 @@ func (o *Options) Parse(args []string) error {
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress,
 		"host:port serving /healthz and /readyz over HTTP")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig reaching kube-apiserver; empty means in-cluster")
+	fs.BoolVar(&o.Reconcile, "reconcile", o.Reconcile, "run the reconcilers (false: serve only the webhook)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one reconciling replica through a Lease")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
+	fs.StringVar(&o.LeaderElectionName, "leader-election-name", o.LeaderElectionName, "name of the leader election Lease")
+	fs.StringVar(&o.BootdiskImage, "bootdisk-image", o.BootdiskImage, "bootdisk builder image for classes that name none")
+	fs.StringVar(&o.HookSidecarImage, "hook-sidecar-image", o.HookSidecarImage, "DockerIOS KubeVirt hook sidecar image")
+	fs.StringVar(&o.OSKSecretName, "osk-secret-name", o.OSKSecretName, "Secret, in each machine's namespace, holding Apple's SMC key under \"osk\"")
+	fs.DurationVar(&o.TerminationGracePeriod, "vm-termination-grace-period", o.TerminationGracePeriod, "how long a VM's ACPI shutdown may take")
+	fs.IntVar(&o.MachineWorkers, "machine-workers", o.MachineWorkers, "machines reconciled in parallel")
+	fs.DurationVar(&o.AgentTimeout, "agent-timeout", o.AgentTimeout, "bound of one call to a guest agent")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,6 +124,24 @@ func (o *Options) Validate() error {
 	}
 	if o.WebhookBindAddress != "" && o.WebhookCertDir == "" {
 		errs = append(errs, errors.New("--webhook-cert-dir: required while --webhook-bind-address is set"))
+	}
+	if o.Reconcile {
+		for _, f := range []struct{ name, value string }{
+			{"--bootdisk-image", o.BootdiskImage}, {"--hook-sidecar-image", o.HookSidecarImage}, {"--osk-secret-name", o.OSKSecretName},
+		} {
+			if f.value == "" {
+				errs = append(errs, fmt.Errorf("%s: required while --reconcile is on", f.name))
+			}
+		}
+		if o.LeaderElect && (o.LeaderElectionNamespace == "" || o.LeaderElectionName == "") {
+			errs = append(errs, errors.New("--leader-election-namespace and --leader-election-name: required with --leader-elect"))
+		}
+		if o.MachineWorkers < 1 {
+			errs = append(errs, errors.New("--machine-workers: must be at least 1"))
+		}
+		if o.TerminationGracePeriod < 0 || o.AgentTimeout <= 0 {
+			errs = append(errs, errors.New("--vm-termination-grace-period must be ≥ 0 and --agent-timeout > 0"))
+		}
 	}
 	if _, err := parseLevel(o.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))

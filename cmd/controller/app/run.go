@@ -30,6 +30,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 
 	"github.com/dockerios/dockerios/pkg/launcherwebhook"
@@ -47,6 +50,9 @@ func Run(ctx context.Context, o *Options, logOut io.Writer) error {
 	var ready atomic.Bool
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	health.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
@@ -80,10 +86,16 @@ func Run(ctx context.Context, o *Options, logOut io.Writer) error {
 	}
 	ready.Store(true)
 
+	if o.Reconcile {
+		go func() { errc <- reconcile(ctx, o, log, registry) }()
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
-		return err
+		if err != nil {
+			return err
+		}
+		<-ctx.Done()
 	}
 	log.Info("shutting down")
 	shutdown, cancel := context.WithTimeout(context.Background(), shutdownGrace)

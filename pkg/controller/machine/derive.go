@@ -1,0 +1,397 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package machine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	"github.com/dockerios/dockerios/agent/api"
+	"github.com/dockerios/dockerios/agent/client"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+)
+
+// Reasons of the machine's conditions. They are the contract users and
+// alerts read; keep them stable.
+const (
+	ReasonJobSucceeded     = "JobSucceeded"
+	ReasonJobRunning       = "Rendering"
+	ReasonJobFailed        = "JobFailed"
+	ReasonWaitingIdentity  = "WaitingForIdentity"
+	ReasonCloned           = "Cloned"
+	ReasonCloning          = "Cloning"
+	ReasonCloneFailed      = "CloneFailed"
+	ReasonStorageHeldBack  = "StorageHeldBack"
+	ReasonWaitingForDisks  = "WaitingForDisks"
+	ReasonVMIRunning       = "Running"
+	ReasonVMIStarting      = "Starting"
+	ReasonVMIStopped       = "NotRunning"
+	ReasonAgentAnswered    = "Answered"
+	ReasonAgentUnreachable = "Unreachable"
+	ReasonAgentUnauth      = "Unauthenticated"
+	ReasonWrongMachine     = "WrongMachine"
+	ReasonBadResponse      = "BadResponse"
+	ReasonNoAddress        = "NoAddress"
+	ReasonNotStarted       = "NotStarted"
+	ReasonStartTimeout     = "StartTimeout"
+	ReasonClassMissing     = "ClassNotFound"
+	ReasonImageMissing     = "ImageNotFound"
+	ReasonMachineReady     = "Ready"
+	ReasonNotReady         = "NotReady"
+	// ReasonNoLongerReady marks a machine that was Ready once: such a
+	// machine is not subject to startTimeout any more; the pool replaces
+	// it instead (failure rule "guest panics or hangs").
+	ReasonNoLongerReady = "NoLongerReady"
+)
+
+// Observed is everything a reconcile saw of a machine's world. Nil means
+// absent.
+type Observed struct {
+	Class    *v1alpha1.MacOSMachineClass
+	Image    *v1alpha1.MacOSImage
+	Identity *v1alpha1.MacOSIdentity
+	Secret   *corev1.Secret
+	PVC      *corev1.PersistentVolumeClaim
+	Job      *batchv1.Job
+	DV       *cdiv1.DataVolume
+	VM       *kubevirtv1.VirtualMachine
+	VMI      *kubevirtv1.VirtualMachineInstance
+
+	// StorageHeldBack is the class's StorageAvailable=False message when
+	// new clones into its StorageClass are held back.
+	StorageHeldBack string
+	// BootdiskRetry describes a failed bootdisk Job waiting for its retry.
+	BootdiskRetry string
+
+	// Agent is the result of this reconcile's call to the guest agent,
+	// when one was made.
+	Agent      *api.Status
+	AgentErr   error
+	AgentAsked bool
+}
+
+// Derived is the status a reconcile writes, and what it decided.
+type Derived struct {
+	Status v1alpha1.MacOSMachineStatus
+	// Fail is set when the machine must be marked Failed (with this
+	// condition): the apiserver then releases its identity.
+	Fail *metav1.Condition
+}
+
+// JobFinished returns the Job's terminal condition type, if any.
+func JobFinished(j *batchv1.Job) (batchv1.JobConditionType, *batchv1.JobCondition) {
+	for i := range j.Status.Conditions {
+		c := &j.Status.Conditions[i]
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return c.Type, c
+		}
+	}
+	return "", nil
+}
+
+// VMIRunningSince is when the VMI entered Running, from KubeVirt's own
+// record (so it survives controller restarts).
+func VMIRunningSince(vmi *kubevirtv1.VirtualMachineInstance) (time.Time, bool) {
+	if vmi == nil || vmi.Status.Phase != kubevirtv1.Running {
+		return time.Time{}, false
+	}
+	for _, t := range vmi.Status.PhaseTransitionTimestamps {
+		if t.Phase == kubevirtv1.Running {
+			return t.PhaseTransitionTimestamp.Time, true
+		}
+	}
+	return vmi.CreationTimestamp.Time, true
+}
+
+// Derive computes the machine's status from what was observed. It never
+// reads the machine's previous conditions to decide progress — only to
+// keep transition times and the last agent report.
+func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
+	st := *m.Status.DeepCopy()
+	st.ObservedGeneration = m.Generation
+	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason,
+			Message: msg, ObservedGeneration: m.Generation, LastTransitionTime: metav1.NewTime(now)})
+	}
+	var d Derived
+
+	// Bootdisk.
+	switch {
+	case st.IdentityRef == nil:
+		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonWaitingIdentity, "the bootdisk carries the identity; waiting for one")
+	case o.Job == nil && o.BootdiskRetry != "":
+		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonJobFailed, o.BootdiskRetry)
+	case o.Job == nil:
+		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonJobRunning, "the bootdisk Job is being created")
+	default:
+		switch typ, c := JobFinished(o.Job); typ {
+		case batchv1.JobComplete:
+			set(v1alpha1.MachineBootdiskReady, metav1.ConditionTrue, ReasonJobSucceeded, fmt.Sprintf("Job %s rendered the bootdisk", o.Job.Name))
+		case batchv1.JobFailed:
+			msg := fmt.Sprintf("Job %s failed: %s: %s", o.Job.Name, c.Reason, c.Message)
+			if o.BootdiskRetry != "" {
+				msg += "; " + o.BootdiskRetry
+			}
+			set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonJobFailed, msg)
+		default:
+			set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonJobRunning, fmt.Sprintf("Job %s is rendering the bootdisk", o.Job.Name))
+		}
+	}
+	bootdiskReady := meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineBootdiskReady)
+
+	// System disk.
+	switch {
+	case o.DV != nil && o.DV.Status.Phase == cdiv1.Succeeded:
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionTrue, ReasonCloned, fmt.Sprintf("DataVolume %s is cloned", o.DV.Name))
+	case o.DV != nil && o.DV.Status.Phase == cdiv1.Failed:
+		msg := fmt.Sprintf("DataVolume %s failed to clone%s", o.DV.Name, dvMessage(o.DV))
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloneFailed, msg)
+		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonCloneFailed, Message: msg}
+	case o.DV != nil:
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloning,
+			fmt.Sprintf("DataVolume %s is %s (%s)", o.DV.Name, phaseOr(string(o.DV.Status.Phase), "pending"), progressOr(o.DV)))
+	case o.StorageHeldBack != "":
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonStorageHeldBack, o.StorageHeldBack)
+	case o.Class == nil:
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonClassMissing, fmt.Sprintf("MacOSMachineClass %s does not exist", m.Spec.ClassName))
+	case o.Image == nil:
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonImageMissing, "the machine's MacOSImage does not exist")
+	default:
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloning, "the system disk DataVolume is being created")
+	}
+	disksReady := bootdiskReady && meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineSystemDiskReady)
+
+	// Virtual machine.
+	runningSince, running := VMIRunningSince(o.VMI)
+	st.VirtualMachineName, st.NodeName, st.Addresses = "", "", nil
+	if o.VM != nil {
+		st.VirtualMachineName = o.VM.Name
+	}
+	switch {
+	case running:
+		st.NodeName = o.VMI.Status.NodeName
+		st.Addresses = Addresses(o.VMI)
+		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionTrue, ReasonVMIRunning,
+			fmt.Sprintf("VirtualMachineInstance %s runs on node %s", o.VMI.Name, o.VMI.Status.NodeName))
+	case o.VMI != nil:
+		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonVMIStarting,
+			fmt.Sprintf("VirtualMachineInstance %s is %s", o.VMI.Name, phaseOr(string(o.VMI.Status.Phase), "pending")))
+	case !disksReady:
+		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonWaitingForDisks, "the VirtualMachine starts once the bootdisk and the system disk are ready")
+	default:
+		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonVMIStopped, "the VirtualMachineInstance does not exist yet")
+	}
+
+	// Agent. Unreachable is not the guest's fault: GuestReady keeps the
+	// last thing the agent said (failure rule "agent unreachable but VMI
+	// running").
+	switch {
+	case !running:
+		set(v1alpha1.MachineAgentReachable, metav1.ConditionUnknown, ReasonNotStarted, "the virtual machine is not running")
+		set(v1alpha1.MachineGuestReady, metav1.ConditionUnknown, ReasonNotStarted, "the virtual machine is not running")
+		st.Agent = nil
+	case !o.AgentAsked:
+		set(v1alpha1.MachineAgentReachable, metav1.ConditionFalse, ReasonNoAddress, "the VirtualMachineInstance reports no address for the agent's interface yet")
+	case o.AgentErr != nil:
+		set(v1alpha1.MachineAgentReachable, metav1.ConditionFalse, agentReason(o.AgentErr), o.AgentErr.Error())
+	default:
+		a := o.Agent
+		set(v1alpha1.MachineAgentReachable, metav1.ConditionTrue, ReasonAgentAnswered, "the agent proved it holds this machine's token")
+		st.Agent = agentReport(a, now)
+		if a.Stage == api.StageReady {
+			set(v1alpha1.MachineGuestReady, metav1.ConditionTrue, string(a.Stage), "the guest agent reports Ready")
+		} else {
+			set(v1alpha1.MachineGuestReady, metav1.ConditionFalse, string(a.Stage), st.Agent.Message)
+		}
+	}
+	if g := meta.FindStatusCondition(st.Conditions, v1alpha1.MachineGuestReady); running && (g == nil || g.Reason == ReasonNotStarted) {
+		set(v1alpha1.MachineGuestReady, metav1.ConditionUnknown, ReasonNotStarted, "the guest agent has not answered yet")
+	}
+
+	ready := disksReady && running &&
+		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineAgentReachable) &&
+		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineGuestReady)
+	everReady := WasReady(m)
+
+	// startTimeout: from the VMI's own Running time, so a restart of the
+	// controller does not restart the clock.
+	if running && !ready && !everReady && o.Class != nil && d.Fail == nil {
+		timeout := v1alpha1.DefaultStartTimeout
+		if o.Class.Spec.StartTimeout != nil {
+			timeout = o.Class.Spec.StartTimeout.Duration
+		}
+		if now.Sub(runningSince) > timeout {
+			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonStartTimeout,
+				Message: fmt.Sprintf("the guest agent did not report Ready within the class's startTimeout %s of the virtual machine running (%s)",
+					timeout, lastWord(st.Conditions))}
+		}
+	}
+
+	switch {
+	case ready:
+		set(v1alpha1.MachineConditionReady, metav1.ConditionTrue, ReasonMachineReady, "the guest agent reports Ready")
+	case everReady:
+		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, ReasonNoLongerReady, "the machine was Ready and is not any more: "+lastWord(st.Conditions))
+	default:
+		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, ReasonNotReady, lastWord(st.Conditions))
+	}
+
+	switch {
+	case d.Fail != nil:
+		st.Phase = v1alpha1.MachineFailed
+		set(d.Fail.Type, d.Fail.Status, d.Fail.Reason, d.Fail.Message)
+	case st.IdentityRef == nil:
+		st.Phase = v1alpha1.MachinePending
+	case o.Class == nil || (o.DV == nil && o.StorageHeldBack != ""):
+		st.Phase = v1alpha1.MachinePending
+	case !disksReady:
+		st.Phase = v1alpha1.MachineProvisioning
+	case ready, everReady && running:
+		// A machine that was Ready keeps its phase while its VM runs;
+		// the Ready condition says it is not serving (the pool decides
+		// whether to replace it). Phases do not go backwards on a blip.
+		st.Phase = v1alpha1.MachineReady
+	default:
+		st.Phase = v1alpha1.MachineStarting
+	}
+	d.Status = st
+	return d
+}
+
+// WasReady says whether the machine has been Ready at some point.
+func WasReady(m *v1alpha1.MacOSMachine) bool {
+	c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineConditionReady)
+	return c != nil && (c.Status == metav1.ConditionTrue || c.Reason == ReasonNoLongerReady)
+}
+
+// lastWord is the message of the first condition on the way to Ready
+// that is not True: what a person should look at.
+func lastWord(conds []metav1.Condition) string {
+	for _, t := range []string{v1alpha1.MachineIdentityAllocated, v1alpha1.MachineBootdiskReady, v1alpha1.MachineSystemDiskReady,
+		v1alpha1.MachineVirtualMachineRunning, v1alpha1.MachineAgentReachable, v1alpha1.MachineGuestReady} {
+		if c := meta.FindStatusCondition(conds, t); c != nil && c.Status != metav1.ConditionTrue {
+			return t + ": " + c.Message
+		}
+	}
+	return "every condition is True"
+}
+
+func agentReason(err error) string {
+	switch {
+	case errors.Is(err, client.ErrUnauthenticated):
+		return ReasonAgentUnauth
+	case errors.Is(err, client.ErrWrongMachine):
+		return ReasonWrongMachine
+	case errors.Is(err, client.ErrBadResponse):
+		return ReasonBadResponse
+	default:
+		return ReasonAgentUnreachable
+	}
+}
+
+func agentReport(a *api.Status, now time.Time) *v1alpha1.AgentReport {
+	r := &v1alpha1.AgentReport{Stage: v1alpha1.AgentStage(a.Stage), LastSeenTime: &metav1.Time{Time: now}, Version: a.AgentVersion}
+	if a.Disk.TotalBytes > 0 {
+		total, free := int64(a.Disk.TotalBytes), int64(a.Disk.FreeBytes)
+		r.DiskTotalBytes, r.DiskFreeBytes = &total, &free
+	}
+	if len(a.Reasons) > 0 {
+		r.Message = a.Reasons[0].Type + ": " + a.Reasons[0].Message
+	}
+	return r
+}
+
+// Addresses are the VMI's pod-network and agent-network addresses.
+func Addresses(vmi *kubevirtv1.VirtualMachineInstance) []v1alpha1.MachineAddress {
+	var out []v1alpha1.MachineAddress
+	for _, i := range vmi.Status.Interfaces {
+		if i.IP == "" {
+			continue
+		}
+		switch i.Name {
+		case PodInterface:
+			out = append(out, v1alpha1.MachineAddress{Type: v1alpha1.MachineAddressPod, Address: i.IP})
+		case AgentInterface:
+			out = append(out, v1alpha1.MachineAddress{Type: v1alpha1.MachineAddressAgent, Address: i.IP})
+		}
+	}
+	return out
+}
+
+// AgentAddress is where the agent listens: the agent interface's IP when
+// the class has an agent network, else the pod interface's; port from the
+// class.
+func AgentAddress(vmi *kubevirtv1.VirtualMachineInstance, class *v1alpha1.MacOSMachineClass) (string, bool) {
+	want, port := PodInterface, int32(v1alpha1.DefaultAgentPort)
+	if an := class.Spec.AgentNetwork; an != nil {
+		want = AgentInterface
+		if an.Port != 0 {
+			port = an.Port
+		}
+	}
+	for _, i := range vmi.Status.Interfaces {
+		if i.Name == want && i.IP != "" {
+			return fmt.Sprintf("%s:%d", bracket(i.IP), port), true
+		}
+	}
+	return "", false
+}
+
+func bracket(ip string) string {
+	for _, c := range ip {
+		if c == ':' {
+			return "[" + ip + "]"
+		}
+	}
+	return ip
+}
+
+func dvMessage(dv *cdiv1.DataVolume) string {
+	for _, c := range dv.Status.Conditions {
+		if c.Message != "" && c.Status != corev1.ConditionTrue {
+			return ": " + c.Message
+		}
+	}
+	for _, c := range dv.Status.Conditions {
+		if c.Message != "" {
+			return ": " + c.Message
+		}
+	}
+	return ""
+}
+
+func progressOr(dv *cdiv1.DataVolume) string {
+	if dv.Status.Progress != "" && dv.Status.Progress != "N/A" {
+		return string(dv.Status.Progress)
+	}
+	return "no progress reported"
+}
+
+func phaseOr(phase, or string) string {
+	if phase == "" {
+		return or
+	}
+	return phase
+}

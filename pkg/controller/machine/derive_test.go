@@ -1,0 +1,201 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package machine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	"github.com/dockerios/dockerios/agent/api"
+	"github.com/dockerios/dockerios/agent/client"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+)
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+func testMachine() *v1alpha1.MacOSMachine {
+	m := &v1alpha1.MacOSMachine{}
+	m.Name, m.Namespace, m.UID, m.Generation = "mac-0", "ci", "uid-1", 1
+	m.Spec.ClassName = "standard"
+	m.Status.IdentityRef = &v1alpha1.LocalObjectReference{Name: "id-0"}
+	return m
+}
+
+func testClass() *v1alpha1.MacOSMachineClass {
+	c := &v1alpha1.MacOSMachineClass{}
+	c.Name = "standard"
+	c.Spec.StartTimeout = &metav1.Duration{Duration: 10 * time.Minute}
+	return c
+}
+
+func job(cond batchv1.JobConditionType) *batchv1.Job {
+	j := &batchv1.Job{}
+	j.Name = "mac-0-bootdisk-x"
+	if cond != "" {
+		j.Status.Conditions = []batchv1.JobCondition{{Type: cond, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "bootdisk: sfdisk failed",
+			LastTransitionTime: metav1.NewTime(t0)}}
+	}
+	return j
+}
+
+func dv(phase cdiv1.DataVolumePhase) *cdiv1.DataVolume {
+	d := &cdiv1.DataVolume{}
+	d.Name = "mac-0-system"
+	d.Status.Phase = phase
+	if phase == cdiv1.Failed {
+		d.Status.Conditions = []cdiv1.DataVolumeCondition{{Type: cdiv1.DataVolumeRunning, Status: corev1.ConditionFalse, Message: "no space left on device"}}
+	}
+	return d
+}
+
+func vmi(phase kubevirtv1.VirtualMachineInstancePhase, since time.Time) *kubevirtv1.VirtualMachineInstance {
+	v := &kubevirtv1.VirtualMachineInstance{}
+	v.Name = "mac-0"
+	v.Status.Phase = phase
+	v.Status.NodeName = "node-1"
+	v.Status.PhaseTransitionTimestamps = []kubevirtv1.VirtualMachineInstancePhaseTransitionTimestamp{{Phase: kubevirtv1.Running, PhaseTransitionTimestamp: metav1.NewTime(since)}}
+	v.Status.Interfaces = []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: PodInterface, IP: "10.0.0.7"}}
+	return v
+}
+
+func TestDerive_PhaseFromObservedObjects(t *testing.T) {
+	ready := &api.Status{Stage: api.StageReady, AgentVersion: "v1", Disk: api.Disk{TotalBytes: 100, FreeBytes: 40}}
+	booting := &api.Status{Stage: api.StageBooted, Reasons: []api.Reason{{Type: "SessionDown", Message: "no console user"}}}
+	for _, tc := range []struct {
+		name      string
+		mut       func(*v1alpha1.MacOSMachine)
+		o         Observed
+		now       time.Time
+		phase     v1alpha1.MacOSMachinePhase
+		cond      string // type=Status/Reason that must hold
+		failCause string
+	}{
+		{"no identity yet", func(m *v1alpha1.MacOSMachine) { m.Status.IdentityRef = nil }, Observed{Class: testClass()}, t0,
+			v1alpha1.MachinePending, "BootdiskReady=False/WaitingForIdentity", ""},
+		{"class missing", nil, Observed{}, t0, v1alpha1.MachinePending, "SystemDiskReady=False/ClassNotFound", ""},
+		{"storage held back", nil, Observed{Class: testClass(), StorageHeldBack: "held back until X"}, t0,
+			v1alpha1.MachinePending, "SystemDiskReady=False/StorageHeldBack", ""},
+		{"bootdisk rendering", nil, Observed{Class: testClass(), Job: job("")}, t0,
+			v1alpha1.MachineProvisioning, "BootdiskReady=False/Rendering", ""},
+		{"bootdisk job failed keeps provisioning and the identity", nil,
+			Observed{Class: testClass(), Job: job(batchv1.JobFailed), BootdiskRetry: "retry 2 in 20s (the identity is kept)"}, t0,
+			v1alpha1.MachineProvisioning, "BootdiskReady=False/JobFailed", ""},
+		{"clone running", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.CloneInProgress)}, t0,
+			v1alpha1.MachineProvisioning, "SystemDiskReady=False/Cloning", ""},
+		{"clone failed fails the machine", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Failed)}, t0,
+			v1alpha1.MachineFailed, "SystemDiskReady=False/CloneFailed", "CloneFailed"},
+		{"disks ready, VMI scheduling", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VMI: vmi(kubevirtv1.Scheduling, t0)}, t0, v1alpha1.MachineStarting, "VirtualMachineRunning=False/Starting", ""},
+		{"running, agent booting", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: booting}, t0.Add(time.Minute),
+			v1alpha1.MachineStarting, "GuestReady=False/Booted", ""},
+		{"ready", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: ready}, t0.Add(time.Minute),
+			v1alpha1.MachineReady, "Ready=True/Ready", ""},
+		{"agent silent past startTimeout fails", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: fmt.Errorf("%w: dial tcp: refused", client.ErrUnreachable)}, t0.Add(11 * time.Minute),
+			v1alpha1.MachineFailed, "AgentReachable=False/Unreachable", "StartTimeout"},
+		{"agent silent within startTimeout waits", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable}, t0.Add(9 * time.Minute),
+			v1alpha1.MachineStarting, "AgentReachable=False/Unreachable", ""},
+		{"impostor on the address", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrWrongMachine}, t0.Add(time.Minute),
+			v1alpha1.MachineStarting, "AgentReachable=False/WrongMachine", ""},
+		{"was ready, agent unreachable: not failed, not guest's fault", func(m *v1alpha1.MacOSMachine) {
+			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: "Ready", Status: "True", Reason: "Ready"})
+			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: "GuestReady", Status: "True", Reason: "Ready", Message: "the guest agent reports Ready"})
+		}, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable}, t0.Add(time.Hour),
+			v1alpha1.MachineReady, "GuestReady=True/Ready", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := testMachine()
+			if tc.mut != nil {
+				tc.mut(m)
+			}
+			d := Derive(m, &tc.o, tc.now)
+			assert.Equal(t, tc.phase, d.Status.Phase)
+			typ, rest, _ := strings.Cut(tc.cond, "=")
+			status, reason, _ := strings.Cut(rest, "/")
+			c := meta.FindStatusCondition(d.Status.Conditions, typ)
+			if assert.NotNil(t, c, "condition %s", typ) {
+				assert.Equal(t, metav1.ConditionStatus(status), c.Status, "%s: %s", typ, c.Message)
+				assert.Equal(t, reason, c.Reason, "%s: %s", typ, c.Message)
+				assert.NotEmpty(t, c.Message)
+			}
+			if tc.failCause == "" {
+				assert.Nil(t, d.Fail)
+			} else if assert.NotNil(t, d.Fail) {
+				assert.Equal(t, tc.failCause, d.Fail.Reason)
+				r := meta.FindStatusCondition(d.Status.Conditions, v1alpha1.MachineConditionReady)
+				assert.Equal(t, tc.failCause, r.Reason, "Ready says why it failed")
+			}
+			// Every condition on the way to Ready is present, with a message.
+			for _, typ := range []string{"BootdiskReady", "SystemDiskReady", "VirtualMachineRunning", "AgentReachable", "GuestReady", "Ready"} {
+				c := meta.FindStatusCondition(d.Status.Conditions, typ)
+				if assert.NotNil(t, c, typ) {
+					assert.NotEmpty(t, c.Message, typ)
+				}
+			}
+		})
+	}
+}
+
+func TestDerive_ReadyMachineReportsTheAgent(t *testing.T) {
+	o := Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0),
+		AgentAsked: true, Agent: &api.Status{Stage: api.StageReady, AgentVersion: "v1.2", Disk: api.Disk{TotalBytes: 100, FreeBytes: 40}}}
+	d := Derive(testMachine(), &o, t0.Add(time.Minute))
+	assert.Equal(t, []v1alpha1.MachineAddress{{Type: v1alpha1.MachineAddressPod, Address: "10.0.0.7"}}, d.Status.Addresses)
+	assert.Equal(t, "node-1", d.Status.NodeName)
+	if assert.NotNil(t, d.Status.Agent) {
+		assert.Equal(t, v1alpha1.AgentStageReady, d.Status.Agent.Stage)
+		assert.Equal(t, "v1.2", d.Status.Agent.Version)
+		assert.Equal(t, int64(40), *d.Status.Agent.DiskFreeBytes)
+	}
+}
+
+func TestAgentReason(t *testing.T) {
+	for err, want := range map[error]string{
+		client.ErrUnreachable: ReasonAgentUnreachable, client.ErrUnauthenticated: ReasonAgentUnauth,
+		client.ErrWrongMachine: ReasonWrongMachine, client.ErrBadResponse: ReasonBadResponse,
+		errors.New("other"): ReasonAgentUnreachable,
+	} {
+		assert.Equal(t, want, agentReason(fmt.Errorf("wrapped: %w", err)))
+	}
+}
+
+func TestStatusChanged_IgnoresFreshLastSeenAlone(t *testing.T) {
+	seen := metav1.NewTime(t0)
+	old := v1alpha1.MacOSMachineStatus{Phase: v1alpha1.MachineReady, Agent: &v1alpha1.AgentReport{Stage: "Ready", LastSeenTime: &seen}}
+	later := *old.DeepCopy()
+	later.Agent.LastSeenTime = &metav1.Time{Time: t0.Add(30 * time.Second)}
+	assert.False(t, statusChanged(&old, &later, t0.Add(30*time.Second)))
+	assert.True(t, statusChanged(&old, &later, t0.Add(3*time.Minute)), "refreshed once it is old")
+	later.Agent.Stage = "Degraded"
+	assert.True(t, statusChanged(&old, &later, t0.Add(30*time.Second)))
+}

@@ -1,0 +1,536 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package machine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	"github.com/dockerios/dockerios/agent/api"
+	"github.com/dockerios/dockerios/agent/client"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/bootdisk"
+	"github.com/dockerios/dockerios/pkg/controller/external"
+	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
+	dlisters "github.com/dockerios/dockerios/pkg/generated/listers/dockerio/v1alpha1"
+)
+
+// Annotations the controller keeps on objects it owns: progress that must
+// survive a restart lives on objects, never only in memory.
+const (
+	// BootdiskFailuresAnnotation, on the bootdisk PVC, counts the builder
+	// Jobs that failed for the machine; it sets the retry backoff.
+	BootdiskFailuresAnnotation = "dockerios.io/bootdisk-failures"
+	// PreservedLabel marks a system disk kept after its machine failed
+	// (class preserveDiskOnFailure); teardown leaves it.
+	PreservedLabel = "dockerios.io/preserved-from-failed-machine"
+)
+
+// Timing of the reconciler.
+const (
+	bootdiskBackoffBase = 10 * time.Second
+	bootdiskBackoffMax  = 5 * time.Minute
+	// StorageHoldBack is how long new machines of a class wait after a
+	// clone into its StorageClass failed, before one tries again.
+	StorageHoldBack = 5 * time.Minute
+	// pollStarting and pollReady are how often the agent is asked.
+	pollStarting = 3 * time.Second
+	pollReady    = 20 * time.Second
+	// agentSeenRefresh: a Ready machine's status is rewritten for the
+	// agent's lastSeenTime alone at most this often.
+	agentSeenRefresh = 2 * time.Minute
+	// teardownPoll is how often teardown looks again while waiting.
+	teardownPoll = 2 * time.Second
+)
+
+// Condition type on a MacOSMachineClass.
+const (
+	ClassStorageAvailable = "StorageAvailable"
+	ReasonStorageOK       = "CloneSucceeded"
+)
+
+// Listers are the informer caches the reconciler reads.
+type Listers struct {
+	Machines   dlisters.MacOSMachineLister
+	Classes    dlisters.MacOSMachineClassLister
+	Images     dlisters.MacOSImageLister
+	Identities dlisters.MacOSIdentityLister
+	Secrets    corelisters.SecretLister
+	PVCs       corelisters.PersistentVolumeClaimLister
+	Jobs       batchlisters.JobLister
+	VMs        cache.GenericLister
+	VMIs       cache.GenericLister
+	DVs        cache.GenericLister
+}
+
+// Reconciler reconciles MacOSMachines.
+type Reconciler struct {
+	Kube     kubernetes.Interface
+	Dynamic  dynamic.Interface
+	Client   versioned.Interface
+	Listers  Listers
+	Settings Settings
+	Recorder record.EventRecorder
+	Log      *slog.Logger
+	// AgentTimeout bounds one call to a guest agent.
+	AgentTimeout time.Duration
+	// Metrics, when set, observes phase changes.
+	Metrics *Metrics
+	Now     func() time.Time
+}
+
+// Result says when to look at the machine again without an event.
+type Result struct{ RequeueAfter time.Duration }
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Reconcile brings one machine one step closer to what it should be.
+func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Result, error) {
+	m, err := r.Listers.Machines.MacOSMachines(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return Result{}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	m = m.DeepCopy()
+	if m.DeletionTimestamp != nil {
+		return r.teardown(ctx, m)
+	}
+	o, err := r.observe(m)
+	if err != nil {
+		return Result{}, err
+	}
+	if m.Status.Phase == v1alpha1.MachineFailed {
+		return r.disposeFailed(ctx, m, o)
+	}
+
+	var requeue time.Duration
+	if err := r.act(ctx, m, o, &requeue); err != nil {
+		return Result{}, err
+	}
+	if o.VMI != nil && o.Secret != nil && o.Class != nil {
+		if _, running := VMIRunningSince(o.VMI); running {
+			if addr, ok := AgentAddress(o.VMI, o.Class); ok {
+				o.AgentAsked = true
+				o.Agent, o.AgentErr = r.askAgent(ctx, addr, o.Secret.Data[TokenSecretKey])
+			}
+		}
+	}
+
+	d := Derive(m, o, r.now())
+	if err := r.writeStatus(ctx, m, d.Status); err != nil {
+		return Result{}, err
+	}
+	if d.Fail != nil {
+		r.Recorder.Eventf(m, corev1.EventTypeWarning, d.Fail.Reason, "machine failed: %s", d.Fail.Message)
+		if d.Fail.Reason == ReasonCloneFailed && o.Class != nil {
+			if err := r.holdBackStorage(ctx, o.Class, m, d.Fail.Message); err != nil {
+				return Result{}, err
+			}
+		}
+		return Result{RequeueAfter: time.Second}, nil
+	}
+	if o.DV != nil && o.DV.Status.Phase == cdiv1.Succeeded && o.Class != nil {
+		if err := r.storageRecovered(ctx, o.Class); err != nil {
+			return Result{}, err
+		}
+	}
+	switch d.Status.Phase {
+	case v1alpha1.MachineStarting:
+		requeue = minPositive(requeue, pollStarting)
+	case v1alpha1.MachineReady:
+		requeue = minPositive(requeue, pollReady)
+	}
+	return Result{RequeueAfter: requeue}, nil
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// observe reads the machine's world from the caches.
+func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
+	o := &Observed{}
+	n := NamesFor(m)
+	var err error
+	if o.Class, err = getOrNil(r.Listers.Classes.Get(m.Spec.ClassName)); err != nil {
+		return nil, err
+	}
+	imageName := m.Spec.ImageName
+	if imageName == "" && o.Class != nil {
+		imageName = o.Class.Spec.ImageName
+	}
+	if imageName != "" {
+		if o.Image, err = getOrNil(r.Listers.Images.Get(imageName)); err != nil {
+			return nil, err
+		}
+	}
+	if ref := m.Status.IdentityRef; ref != nil {
+		if o.Identity, err = getOrNil(r.Listers.Identities.Get(ref.Name)); err != nil {
+			return nil, err
+		}
+	}
+	secret, err := getOrNil(r.Listers.Secrets.Secrets(m.Namespace).Get(n.TokenSecret))
+	if err != nil {
+		return nil, err
+	}
+	if secret != nil && mine(m, secret) {
+		o.Secret = secret
+	}
+	pvc, err := getOrNil(r.Listers.PVCs.PersistentVolumeClaims(m.Namespace).Get(n.BootdiskPVC))
+	if err != nil {
+		return nil, err
+	}
+	if pvc != nil && mine(m, pvc) {
+		o.PVC = pvc
+	}
+	if o.Class != nil && o.Identity != nil {
+		job, err := getOrNil(r.Listers.Jobs.Jobs(m.Namespace).Get(bootdisk.JobName(m, o.Identity, o.Class)))
+		if err != nil {
+			return nil, err
+		}
+		if job != nil && mine(m, job) {
+			o.Job = job
+		}
+	}
+	if o.DV, err = ownedExternal[cdiv1.DataVolume](m, r.Listers.DVs, n.SystemDisk); err != nil {
+		return nil, err
+	}
+	if o.VM, err = ownedExternal[kubevirtv1.VirtualMachine](m, r.Listers.VMs, n.VirtualMachine); err != nil {
+		return nil, err
+	}
+	if o.VMI, err = external.Get[kubevirtv1.VirtualMachineInstance](r.Listers.VMIs, m.Namespace, n.VirtualMachine); err != nil {
+		return nil, err
+	}
+	if o.VMI != nil && !mine(m, o.VMI) {
+		o.VMI = nil
+	}
+	if o.Class != nil && o.DV == nil {
+		o.StorageHeldBack = heldBack(o.Class, r.now())
+	}
+	return o, nil
+}
+
+func getOrNil[T any](obj *T, err error) (*T, error) {
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return obj, err
+}
+
+// mine says whether obj is this machine's, not a leftover of an earlier
+// machine of the same name still being torn down.
+func mine(m *v1alpha1.MacOSMachine, obj metav1.Object) bool {
+	return obj.GetLabels()[MachineUIDLabel] == string(m.UID)
+}
+
+func ownedExternal[T any](m *v1alpha1.MacOSMachine, l cache.GenericLister, name string) (*T, error) {
+	obj, err := external.Get[T](l, m.Namespace, name)
+	if err != nil || obj == nil {
+		return nil, err
+	}
+	if mo, ok := any(obj).(metav1.Object); ok && !mine(m, mo) {
+		return nil, nil
+	}
+	return obj, nil
+}
+
+// act creates what is missing, in dependency order.
+func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed, requeue *time.Duration) error {
+	if m.Status.IdentityRef == nil || o.Identity == nil || o.Class == nil {
+		return nil
+	}
+	if o.Secret == nil {
+		s, err := r.ensureSecret(ctx, m)
+		if err != nil {
+			return err
+		}
+		o.Secret = s
+	}
+	if o.PVC == nil {
+		pvc, err := r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Create(ctx, BootdiskPVC(m, o.Class), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating bootdisk PersistentVolumeClaim: %w", err)
+		}
+		if err == nil {
+			o.PVC = pvc
+		}
+	}
+	if err := r.bootdisk(ctx, m, o, requeue); err != nil {
+		return err
+	}
+	if o.DV == nil && o.Image != nil && o.StorageHeldBack == "" {
+		dv, err := SystemDisk(m, o.Class, o.Image)
+		if err != nil {
+			return err
+		}
+		if err := external.Create(ctx, r.Dynamic, external.DataVolumes, dv); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating system disk DataVolume: %w", err)
+		}
+		r.Recorder.Eventf(m, corev1.EventTypeNormal, "CloningSystemDisk", "cloning MacOSImage %s into DataVolume %s", o.Image.Name, dv.Name)
+	}
+	bootdiskDone := false
+	if o.Job != nil {
+		typ, _ := JobFinished(o.Job)
+		bootdiskDone = typ == batchv1.JobComplete
+	}
+	if o.VM == nil && bootdiskDone && o.DV != nil && o.DV.Status.Phase == cdiv1.Succeeded {
+		vm, err := VirtualMachine(m, o.Class, o.Identity, r.Settings, true)
+		if err != nil {
+			return err
+		}
+		if err := external.Create(ctx, r.Dynamic, external.VirtualMachines, vm); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating VirtualMachine: %w", err)
+		}
+		r.Recorder.Eventf(m, corev1.EventTypeNormal, "Starting", "bootdisk and system disk ready; started VirtualMachine %s", vm.Name)
+	}
+	return nil
+}
+
+// ensureSecret creates the machine's token Secret, or reads the one a
+// previous reconcile created: the token never changes once written,
+// because the bootdisk carries it.
+func (r *Reconciler) ensureSecret(ctx context.Context, m *v1alpha1.MacOSMachine) (*corev1.Secret, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, err
+	}
+	token := []byte(hex.EncodeToString(raw))
+	s, err := r.Kube.CoreV1().Secrets(m.Namespace).Create(ctx, TokenSecret(m, token), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		s, err = r.Kube.CoreV1().Secrets(m.Namespace).Get(ctx, NamesFor(m).TokenSecret, metav1.GetOptions{})
+		if err == nil && s.Labels[MachineUIDLabel] != string(m.UID) {
+			return nil, fmt.Errorf("Secret %s belongs to another machine of this name; waiting for its teardown", s.Name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent token Secret: %w", err)
+	}
+	return s, nil
+}
+
+// bootdisk runs the builder Job, and retries a failed one with backoff
+// while the machine keeps its identity. The failure count lives on the
+// PVC, so a restart neither forgets nor resets it.
+func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed, requeue *time.Duration) error {
+	if o.PVC == nil {
+		return nil
+	}
+	failures, _ := strconv.Atoi(o.PVC.Annotations[BootdiskFailuresAnnotation])
+	if o.Job == nil {
+		job, err := BootdiskJob(m, o.Identity, o.Class, r.Settings)
+		if err != nil {
+			return err
+		}
+		created, err := r.Kube.BatchV1().Jobs(m.Namespace).Create(ctx, job, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil // the cache is behind; the Job's event brings us back
+		}
+		if err != nil {
+			return fmt.Errorf("creating bootdisk Job: %w", err)
+		}
+		o.Job = created
+		if failures > 0 {
+			r.Recorder.Eventf(m, corev1.EventTypeNormal, "BootdiskRetry", "retrying the bootdisk (attempt %d) with Job %s", failures+1, job.Name)
+		}
+		return nil
+	}
+	typ, c := JobFinished(o.Job)
+	if typ != batchv1.JobFailed {
+		return nil
+	}
+	backoff := bootdiskBackoffBase << min(failures, 10)
+	if backoff > bootdiskBackoffMax {
+		backoff = bootdiskBackoffMax
+	}
+	retryAt := c.LastTransitionTime.Add(backoff)
+	if wait := retryAt.Sub(r.now()); wait > 0 {
+		o.BootdiskRetry = fmt.Sprintf("retry %d in %s (the identity is kept)", failures+1, wait.Round(time.Second))
+		*requeue = minPositive(*requeue, wait)
+		return nil
+	}
+	// Count the failure before deleting the Job: a crash in between
+	// counts it twice at worst, never forgets it.
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations":     map[string]string{BootdiskFailuresAnnotation: strconv.Itoa(failures + 1)},
+		"resourceVersion": o.PVC.ResourceVersion,
+	}})
+	if _, err := r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Patch(ctx, o.PVC.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("recording the bootdisk failure: %w", err)
+	}
+	r.Recorder.Eventf(m, corev1.EventTypeWarning, "BootdiskJobFailed", "Job %s failed (%s: %s); retrying", o.Job.Name, c.Reason, c.Message)
+	if err := r.Kube.BatchV1().Jobs(m.Namespace).Delete(ctx, o.Job.Name, metav1.DeleteOptions{
+		PropagationPolicy: ptrTo(metav1.DeletePropagationBackground),
+		Preconditions:     &metav1.Preconditions{UID: &o.Job.UID},
+	}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting failed bootdisk Job: %w", err)
+	}
+	o.Job = nil
+	o.BootdiskRetry = fmt.Sprintf("retry %d starting", failures+1)
+	*requeue = minPositive(*requeue, time.Second)
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// askAgent calls the guest agent once.
+func (r *Reconciler) askAgent(ctx context.Context, addr string, token []byte) (*api.Status, error) {
+	timeout := r.AgentTimeout
+	if timeout <= 0 {
+		timeout = client.DefaultTimeout
+	}
+	c, err := client.New(addr, token, client.Options{Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	defer c.CloseIdleConnections()
+	return c.Status(ctx)
+}
+
+// writeStatus writes the derived status when it says something new.
+func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, st v1alpha1.MacOSMachineStatus) error {
+	if !statusChanged(&m.Status, &st, r.now()) {
+		return nil
+	}
+	old := m.Status.Phase
+	updated := m.DeepCopy()
+	updated.Status = st
+	if _, err := r.Client.DockeriosV1alpha1().MacOSMachines(m.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	if old != st.Phase {
+		r.Log.Info("machine phase", "namespace", m.Namespace, "machine", m.Name, "from", old, "to", st.Phase)
+		if r.Metrics != nil {
+			r.Metrics.phaseChanged(m, &st, r.now())
+		}
+		if st.Phase == v1alpha1.MachineReady {
+			r.Recorder.Eventf(m, corev1.EventTypeNormal, "Ready", "the guest agent reports Ready")
+		}
+	}
+	return nil
+}
+
+// statusChanged ignores the agent's lastSeenTime alone until it is
+// agentSeenRefresh old, so Ready machines are not rewritten on every poll.
+func statusChanged(old, new *v1alpha1.MacOSMachineStatus, now time.Time) bool {
+	if apiequality.Semantic.DeepEqual(old, new) {
+		return false
+	}
+	if old.Agent == nil || new.Agent == nil || old.Agent.LastSeenTime == nil || new.Agent.LastSeenTime == nil {
+		return true
+	}
+	a := old.DeepCopy()
+	a.Agent.LastSeenTime = new.Agent.LastSeenTime
+	if !apiequality.Semantic.DeepEqual(a, new) {
+		return true
+	}
+	return now.Sub(old.Agent.LastSeenTime.Time) > agentSeenRefresh
+}
+
+// heldBack returns why new machines of class must wait for storage, or "".
+func heldBack(class *v1alpha1.MacOSMachineClass, now time.Time) string {
+	c := meta.FindStatusCondition(class.Status.Conditions, ClassStorageAvailable)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return ""
+	}
+	until := c.LastTransitionTime.Add(StorageHoldBack)
+	if !now.Before(until) {
+		return ""
+	}
+	return fmt.Sprintf("new system disks of class %s are held back until %s: %s", class.Name, until.UTC().Format(time.RFC3339), c.Message)
+}
+
+// holdBackStorage marks every class cloning into the failed machine's
+// StorageClass: StorageAvailable=False, restarting the hold-back clock.
+func (r *Reconciler) holdBackStorage(ctx context.Context, class *v1alpha1.MacOSMachineClass, m *v1alpha1.MacOSMachine, msg string) error {
+	classes, err := r.Listers.Classes.List(everything)
+	if err != nil {
+		return err
+	}
+	sc := storageClassOf(class)
+	for _, c := range classes {
+		if storageClassOf(c) != sc {
+			continue
+		}
+		c = c.DeepCopy()
+		meta.RemoveStatusCondition(&c.Status.Conditions, ClassStorageAvailable)
+		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: ClassStorageAvailable, Status: metav1.ConditionFalse,
+			Reason: ReasonCloneFailed, ObservedGeneration: c.Generation, LastTransitionTime: metav1.NewTime(r.now()),
+			Message: fmt.Sprintf("cloning machine %s/%s into StorageClass %s failed (%s); new machines wait %s before trying again",
+				m.Namespace, m.Name, sc, msg, StorageHoldBack)})
+		if _, err := r.Client.DockeriosV1alpha1().MacOSMachineClasses().UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("holding back class %s: %w", c.Name, err)
+		}
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, "StorageHeldBack", "clone into StorageClass %s failed for machine %s/%s; holding new machines back for %s", sc, m.Namespace, m.Name, StorageHoldBack)
+	}
+	return nil
+}
+
+// storageRecovered clears the hold-back once a clone into the class's
+// StorageClass succeeds.
+func (r *Reconciler) storageRecovered(ctx context.Context, class *v1alpha1.MacOSMachineClass) error {
+	c := meta.FindStatusCondition(class.Status.Conditions, ClassStorageAvailable)
+	if c != nil && c.Status == metav1.ConditionTrue {
+		return nil
+	}
+	class = class.DeepCopy()
+	meta.SetStatusCondition(&class.Status.Conditions, metav1.Condition{Type: ClassStorageAvailable, Status: metav1.ConditionTrue,
+		Reason: ReasonStorageOK, ObservedGeneration: class.Generation, LastTransitionTime: metav1.NewTime(r.now()),
+		Message: fmt.Sprintf("system disks clone into StorageClass %s", storageClassOf(class))})
+	if _, err := r.Client.DockeriosV1alpha1().MacOSMachineClasses().UpdateStatus(ctx, class, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+func storageClassOf(c *v1alpha1.MacOSMachineClass) string {
+	if sc := c.Spec.SystemDisk.StorageClassName; sc != nil {
+		return *sc
+	}
+	return "(default)"
+}

@@ -1,0 +1,197 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package machine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/controller/external"
+)
+
+var everything = labels.Everything()
+
+// teardown takes a deleted machine apart in the finalizer's order: the
+// claim learns it is Lost from the apiserver in the write that removes the
+// machine; before that the VM is stopped with an ACPI shutdown (KubeVirt
+// gives it the VMI's termination grace period), then deleted, then the
+// volumes (unless preserved), the Job, PVC and Secret; last the finalizer
+// goes, and with it — in the same transaction — the identity. Every step
+// is read back from the caches, so a restart resumes where it was.
+func (r *Reconciler) teardown(ctx context.Context, m *v1alpha1.MacOSMachine) (Result, error) {
+	if !slices.Contains(m.Finalizers, v1alpha1.MachineTeardownFinalizer) {
+		return Result{}, nil
+	}
+	o, err := r.observe(m)
+	if err != nil {
+		return Result{}, err
+	}
+	if m.Status.Phase != v1alpha1.MachineTerminating && m.Status.Phase != v1alpha1.MachineFailed {
+		st := m.Status.DeepCopy()
+		st.Phase = v1alpha1.MachineTerminating
+		if err := r.writeStatus(ctx, m, *st); err != nil {
+			return Result{}, err
+		}
+	}
+	waiting, err := r.removeOwned(ctx, m, o)
+	if err != nil || waiting != "" {
+		if waiting != "" {
+			r.Log.Debug("teardown waiting", "namespace", m.Namespace, "machine", m.Name, "for", waiting)
+		}
+		return Result{RequeueAfter: teardownPoll}, err
+	}
+	return Result{}, r.removeFinalizer(ctx, m)
+}
+
+// removeOwned deletes the machine's objects in order and says what it
+// still waits for ("" when everything is gone).
+func (r *Reconciler) removeOwned(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed) (string, error) {
+	n := NamesFor(m)
+	if o.VMI != nil {
+		// ACPI shutdown: a Halted run strategy stops the VMI gracefully.
+		if o.VM != nil && (o.VM.Spec.RunStrategy == nil || *o.VM.Spec.RunStrategy != kubevirtv1.RunStrategyHalted) {
+			patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"runStrategy": kubevirtv1.RunStrategyHalted, "running": nil}})
+			if _, err := r.Dynamic.Resource(external.VirtualMachines).Namespace(m.Namespace).Patch(ctx, o.VM.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return "", fmt.Errorf("stopping VirtualMachine %s: %w", o.VM.Name, err)
+			}
+			r.Recorder.Eventf(m, corev1.EventTypeNormal, "Stopping", "stopping VirtualMachine %s (ACPI shutdown)", o.VM.Name)
+		}
+		// KubeVirt enforces the grace period itself; a VMI that outlives it
+		// by far (a lost node) is deleted so teardown cannot hang.
+		grace := time.Duration(r.Settings.TerminationGracePeriodSeconds)*time.Second + time.Minute
+		if o.VM == nil || (m.DeletionTimestamp != nil && r.now().Sub(m.DeletionTimestamp.Time) > grace) {
+			if err := external.Delete(ctx, r.Dynamic, external.VirtualMachineInstances, m.Namespace, o.VMI.Name, string(o.VMI.UID)); err != nil {
+				return "", err
+			}
+		}
+		return "VirtualMachineInstance " + o.VMI.Name + " to stop", nil
+	}
+	if o.VM != nil {
+		if err := external.Delete(ctx, r.Dynamic, external.VirtualMachines, m.Namespace, o.VM.Name, string(o.VM.UID)); err != nil {
+			return "", err
+		}
+		return "VirtualMachine " + o.VM.Name + " to go", nil
+	}
+	var waiting []string
+	if o.DV != nil && o.DV.Labels[PreservedLabel] == "" {
+		if m.Status.Phase == v1alpha1.MachineFailed && o.Class != nil && o.Class.Spec.PreserveDiskOnFailure {
+			// Keep it, detached from the machine so nothing collects it.
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+				"labels": map[string]any{PreservedLabel: "true", MachineUIDLabel: nil}, "ownerReferences": nil}})
+			if _, err := r.Dynamic.Resource(external.DataVolumes).Namespace(m.Namespace).Patch(ctx, o.DV.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return "", fmt.Errorf("preserving DataVolume %s: %w", o.DV.Name, err)
+			}
+			r.Recorder.Eventf(m, corev1.EventTypeNormal, "DiskPreserved", "kept system disk DataVolume %s of the failed machine (class preserveDiskOnFailure)", o.DV.Name)
+		} else if err := external.Delete(ctx, r.Dynamic, external.DataVolumes, m.Namespace, n.SystemDisk, string(o.DV.UID)); err != nil {
+			return "", err
+		}
+		waiting = append(waiting, "DataVolume "+o.DV.Name)
+	}
+	bg := metav1.DeletePropagationBackground
+	if o.Job != nil {
+		if err := ignoreGone(r.Kube.BatchV1().Jobs(m.Namespace).Delete(ctx, o.Job.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &o.Job.UID}})); err != nil {
+			return "", err
+		}
+		waiting = append(waiting, "Job "+o.Job.Name)
+	}
+	// Jobs of an earlier identity or display (their names differ) go too.
+	jobs, err := r.Listers.Jobs.Jobs(m.Namespace).List(labels.SelectorFromSet(labels.Set{MachineUIDLabel: string(m.UID)}))
+	if err != nil {
+		return "", err
+	}
+	for _, j := range jobs {
+		if o.Job != nil && j.Name == o.Job.Name {
+			continue
+		}
+		if err := ignoreGone(r.Kube.BatchV1().Jobs(m.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &j.UID}})); err != nil {
+			return "", err
+		}
+		waiting = append(waiting, "Job "+j.Name)
+	}
+	if o.PVC != nil {
+		if err := ignoreGone(r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Delete(ctx, o.PVC.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &o.PVC.UID}})); err != nil {
+			return "", err
+		}
+		waiting = append(waiting, "PersistentVolumeClaim "+o.PVC.Name)
+	}
+	if o.Secret != nil {
+		if err := ignoreGone(r.Kube.CoreV1().Secrets(m.Namespace).Delete(ctx, o.Secret.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &o.Secret.UID}})); err != nil {
+			return "", err
+		}
+		waiting = append(waiting, "Secret "+o.Secret.Name)
+	}
+	if len(waiting) > 0 {
+		return fmt.Sprint(waiting), nil
+	}
+	return "", nil
+}
+
+func ignoreGone(err error) error {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// removeFinalizer lets the machine go; the apiserver releases its identity
+// (and marks its claim Lost) in the same transaction.
+func (r *Reconciler) removeFinalizer(ctx context.Context, m *v1alpha1.MacOSMachine) error {
+	var kept []string
+	for _, f := range m.Finalizers {
+		if f != v1alpha1.MachineTeardownFinalizer {
+			kept = append(kept, f)
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": kept, "resourceVersion": m.ResourceVersion}})
+	_, err := r.Client.DockeriosV1alpha1().MacOSMachines(m.Namespace).Patch(ctx, m.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	r.Log.Info("machine torn down", "namespace", m.Namespace, "machine", m.Name)
+	return nil
+}
+
+// disposeFailed stops a Failed machine's VM and frees what it holds
+// besides its identity (already released by the apiserver): nothing of a
+// failed machine keeps running. The machine object stays, Failed, until
+// its pool or its user deletes it; teardown then removes the rest.
+func (r *Reconciler) disposeFailed(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed) (Result, error) {
+	if o.VMI == nil && o.VM == nil {
+		return Result{}, nil
+	}
+	if o.VM != nil {
+		if err := external.Delete(ctx, r.Dynamic, external.VirtualMachines, m.Namespace, o.VM.Name, string(o.VM.UID)); err != nil {
+			return Result{}, err
+		}
+		r.Recorder.Eventf(m, corev1.EventTypeNormal, "Stopping", "deleting VirtualMachine %s of the failed machine", o.VM.Name)
+	}
+	return Result{RequeueAfter: teardownPoll}, nil
+}

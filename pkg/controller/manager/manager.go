@@ -1,0 +1,316 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package manager wires the reconcilers to informers and work queues: one
+// queue per kind of work, keys only (never objects) in the queues, every
+// decision made from the caches at the time a key is processed.
+package manager
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/controller/external"
+	"github.com/dockerios/dockerios/pkg/controller/machine"
+	"github.com/dockerios/dockerios/pkg/controller/pool"
+	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
+	dscheme "github.com/dockerios/dockerios/pkg/generated/clientset/versioned/scheme"
+	dinformers "github.com/dockerios/dockerios/pkg/generated/informers/externalversions"
+)
+
+// Config is what the manager needs.
+type Config struct {
+	RESTConfig *rest.Config
+	Settings   machine.Settings
+	// MachineWorkers reconcile machines in parallel (agent calls block a
+	// worker for up to AgentTimeout); PoolWorkers pools and claims.
+	MachineWorkers, PoolWorkers int
+	AgentTimeout                time.Duration
+	// Resync re-reads every object this often, as a safety net for events
+	// lost while the controller was not leader.
+	Resync   time.Duration
+	Log      *slog.Logger
+	Registry prometheus.Registerer
+}
+
+const uidIndex = "uid"
+
+// Run runs the reconcilers until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	kube, err := kubernetes.NewForConfig(cfg.RESTConfig)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg.RESTConfig)
+	if err != nil {
+		return err
+	}
+	client, err := versioned.NewForConfig(cfg.RESTConfig)
+	if err != nil {
+		return err
+	}
+	if cfg.MachineWorkers <= 0 {
+		cfg.MachineWorkers = 8
+	}
+	if cfg.PoolWorkers <= 0 {
+		cfg.PoolWorkers = 2
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 10 * time.Minute
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	scheme := dscheme.Scheme
+	recorder := broadcaster.NewRecorder(scheme, eventSource())
+
+	// Only objects DockerIOS made are cached: not every Secret of the cluster.
+	owned, err := labels.NewRequirement(machine.MachineUIDLabel, selection.Exists, nil)
+	if err != nil {
+		return err
+	}
+	ownedOnly := func(o *metav1.ListOptions) { o.LabelSelector = labels.NewSelector().Add(*owned).String() }
+	df := dinformers.NewSharedInformerFactory(client, cfg.Resync)
+	kf := informers.NewSharedInformerFactoryWithOptions(kube, cfg.Resync, informers.WithTweakListOptions(ownedOnly))
+	xf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, cfg.Resync, metav1.NamespaceAll, ownedOnly)
+
+	d := df.Dockerios().V1alpha1()
+	machines := d.MacOSMachines()
+	if err := machines.Informer().AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
+		if m, ok := obj.(*v1alpha1.MacOSMachine); ok {
+			return []string{string(m.UID)}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return err
+	}
+	vms, vmis, dvs := xf.ForResource(external.VirtualMachines), xf.ForResource(external.VirtualMachineInstances), xf.ForResource(external.DataVolumes)
+
+	mr := &machine.Reconciler{
+		Kube: kube, Dynamic: dyn, Client: client, Settings: cfg.Settings, Recorder: recorder,
+		Log: cfg.Log.With("reconciler", "machine"), AgentTimeout: cfg.AgentTimeout,
+		Listers: machine.Listers{
+			Machines: machines.Lister(), Classes: d.MacOSMachineClasses().Lister(), Images: d.MacOSImages().Lister(),
+			Identities: d.MacOSIdentities().Lister(),
+			Secrets:    kf.Core().V1().Secrets().Lister(), PVCs: kf.Core().V1().PersistentVolumeClaims().Lister(),
+			Jobs: kf.Batch().V1().Jobs().Lister(),
+			VMs:  vms.Lister(), VMIs: vmis.Lister(), DVs: dvs.Lister(),
+		},
+	}
+	if cfg.Registry != nil {
+		mr.Metrics = machine.NewMetrics(cfg.Registry)
+	}
+	pr := &pool.Reconciler{Client: client, Pools: d.MacOSMachinePools().Lister(), Machines: machines.Lister(),
+		Claims: d.MacOSMachineClaims().Lister(), Recorder: recorder, Log: cfg.Log.With("reconciler", "pool")}
+
+	m := &queues{
+		machines: newQueue("machines"), pools: newQueue("pools"), claims: newQueue("class-claims"), classMachines: newQueue("class-machines"),
+		machineIndex: machines.Informer().GetIndexer(),
+	}
+	m.registerMetrics(cfg.Registry, d)
+
+	// Event wiring.
+	handle(machines.Informer(), func(obj any) {
+		mm := obj.(*v1alpha1.MacOSMachine)
+		m.machines.Add(key(mm))
+		if p := mm.Labels[v1alpha1.MachinePoolLabel]; p != "" {
+			m.pools.Add(mm.Namespace + "/" + p)
+		}
+		if _, ok := mm.Labels[pool.ClaimUIDLabel]; ok {
+			m.classMachines.Add(key(mm))
+			m.claims.Add(key(mm))
+		}
+	})
+	handle(d.MacOSMachinePools().Informer(), func(obj any) { m.pools.Add(key(obj.(metav1.Object))) })
+	handle(d.MacOSMachineClaims().Informer(), func(obj any) {
+		c := obj.(*v1alpha1.MacOSMachineClaim)
+		if c.Spec.PoolName != "" {
+			m.pools.Add(c.Namespace + "/" + c.Spec.PoolName)
+		}
+		if c.Spec.ClassName != "" {
+			m.claims.Add(key(c))
+			m.classMachines.Add(key(c))
+		}
+	})
+	handle(d.MacOSMachineClasses().Informer(), func(obj any) {
+		c := obj.(*v1alpha1.MacOSMachineClass)
+		all, _ := machines.Lister().List(labels.Everything())
+		for _, mm := range all {
+			if mm.Spec.ClassName == c.Name {
+				m.machines.Add(key(mm))
+			}
+		}
+	})
+	_ = d.MacOSImages().Informer()
+	_ = d.MacOSIdentities().Informer()
+	for _, inf := range []cache.SharedIndexInformer{
+		kf.Core().V1().Secrets().Informer(), kf.Core().V1().PersistentVolumeClaims().Informer(), kf.Batch().V1().Jobs().Informer(),
+		vms.Informer(), vmis.Informer(), dvs.Informer(),
+	} {
+		handle(inf, m.enqueueOwner)
+	}
+
+	df.Start(ctx.Done())
+	kf.Start(ctx.Done())
+	xf.Start(ctx.Done())
+	for name, synced := range map[string]bool{"dockerios": allSynced(df.WaitForCacheSync(ctx.Done())),
+		"kubernetes": allSynced(kf.WaitForCacheSync(ctx.Done())), "kubevirt/cdi": allSynced(xf.WaitForCacheSync(ctx.Done()))} {
+		if !synced {
+			return fmt.Errorf("caches of %s did not sync (are KubeVirt's and CDI's CRDs installed, and may the controller list them?)", name)
+		}
+	}
+	cfg.Log.Info("caches synced; reconciling")
+
+	var wg sync.WaitGroup
+	run := func(q workqueue.TypedRateLimitingInterface[string], n int, f func(context.Context, string) (time.Duration, error)) {
+		for range n {
+			wg.Add(1)
+			go func() { defer wg.Done(); worker(ctx, q, f, cfg.Log) }()
+		}
+	}
+	run(m.machines, cfg.MachineWorkers, func(ctx context.Context, k string) (time.Duration, error) {
+		ns, name, _ := cache.SplitMetaNamespaceKey(k)
+		res, err := mr.Reconcile(ctx, ns, name)
+		return res.RequeueAfter, err
+	})
+	run(m.pools, cfg.PoolWorkers, func(ctx context.Context, k string) (time.Duration, error) {
+		ns, name, _ := cache.SplitMetaNamespaceKey(k)
+		return 0, pr.ReconcilePool(ctx, ns, name)
+	})
+	run(m.claims, cfg.PoolWorkers, func(ctx context.Context, k string) (time.Duration, error) {
+		ns, name, _ := cache.SplitMetaNamespaceKey(k)
+		return 0, pr.ReconcileClassClaim(ctx, ns, name)
+	})
+	run(m.classMachines, 1, func(ctx context.Context, k string) (time.Duration, error) {
+		ns, name, _ := cache.SplitMetaNamespaceKey(k)
+		return 0, pr.ReconcileClassMachine(ctx, ns, name)
+	})
+	<-ctx.Done()
+	for _, q := range []workqueue.TypedRateLimitingInterface[string]{m.machines, m.pools, m.claims, m.classMachines} {
+		q.ShutDown()
+	}
+	wg.Wait()
+	return nil
+}
+
+type queues struct {
+	machines, pools, claims, classMachines workqueue.TypedRateLimitingInterface[string]
+	machineIndex                           cache.Indexer
+}
+
+// queueNames labels each queue's metrics.
+var queueNames = map[workqueue.TypedRateLimitingInterface[string]]string{}
+
+func newQueue(name string) workqueue.TypedRateLimitingInterface[string] {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 2*time.Minute),
+		),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	queueNames[q] = name
+	return q
+}
+
+// enqueueOwner maps an owned object to its machine through the UID label.
+func (q *queues) enqueueOwner(obj any) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	uid := o.GetLabels()[machine.MachineUIDLabel]
+	if uid == "" {
+		return
+	}
+	items, _ := q.machineIndex.ByIndex(uidIndex, uid)
+	for _, it := range items {
+		q.machines.Add(key(it.(metav1.Object)))
+	}
+}
+
+func key(o metav1.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+
+func handle(inf cache.SharedIndexInformer, f func(any)) {
+	unwrap := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if _, ok := obj.(metav1.Object); ok {
+			f(obj)
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    unwrap,
+		UpdateFunc: func(_, obj any) { unwrap(obj) },
+		DeleteFunc: unwrap,
+	})
+	runtime.Must(err)
+}
+
+func allSynced[K comparable](m map[K]bool) bool {
+	for _, ok := range m {
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func worker(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], f func(context.Context, string) (time.Duration, error), log *slog.Logger) {
+	name := queueNames[q]
+	for {
+		k, quit := q.Get()
+		if quit {
+			return
+		}
+		after, err := f(ctx, k)
+		switch {
+		case err != nil && pool.IsRetry(err):
+			reconciles.WithLabelValues(name).Inc()
+			q.AddRateLimited(k)
+		case err != nil:
+			reconcileErrors.WithLabelValues(name).Inc()
+			log.Error("reconcile failed", "queue", name, "key", k, "error", err.Error())
+			q.AddRateLimited(k)
+		default:
+			reconciles.WithLabelValues(name).Inc()
+			q.Forget(k)
+			if after > 0 {
+				q.AddAfter(k, after)
+			}
+		}
+		q.Done(k)
+	}
+}

@@ -1,0 +1,421 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package pool keeps MacOSMachinePools warm and answers claims: it binds
+// Pending claims to Ready, unbound machines through the bind subresource
+// (oldest claim first), makes a dedicated machine for a claim that names a
+// class, disposes of machines whose claim went or whose guest failed, and
+// replaces them.
+//
+// Nothing here is remembered between reconciles: machine names are
+// derived (<pool>-<n>, the smallest free n; a class claim's machine is
+// named after the claim), so a reconcile repeated after a crash or on a
+// stale cache tries the same names and gets AlreadyExists instead of
+// making a second machine.
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/controller/machine"
+	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
+	dlisters "github.com/dockerios/dockerios/pkg/generated/listers/dockerio/v1alpha1"
+)
+
+// ClaimUIDLabel is on a machine made for one class claim.
+const ClaimUIDLabel = "dockerios.io/claim-uid"
+
+// Reconciler reconciles pools and class claims.
+type Reconciler struct {
+	Client   versioned.Interface
+	Pools    dlisters.MacOSMachinePoolLister
+	Machines dlisters.MacOSMachineLister
+	Claims   dlisters.MacOSMachineClaimLister
+	Recorder record.EventRecorder
+	Log      *slog.Logger
+}
+
+// Disposable says why an unbound machine must go, or "". A machine that
+// only lost its agent is kept (failure rule: a network fault is not a
+// guest fault).
+func Disposable(m *v1alpha1.MacOSMachine) string {
+	switch {
+	case m.DeletionTimestamp != nil:
+		return ""
+	case meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased):
+		return "its claim was deleted"
+	case m.Status.Phase == v1alpha1.MachineFailed:
+		return "it failed: " + readyMessage(m)
+	case m.Status.ClaimRef == nil && machine.WasReady(m) && guestFault(m):
+		return "it was Ready and its guest is not: " + readyMessage(m)
+	}
+	return ""
+}
+
+// guestFault: the VM stopped running, or the agent answered and said the
+// guest is not Ready. AgentReachable=False alone is not a guest fault.
+func guestFault(m *v1alpha1.MacOSMachine) bool {
+	vm := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineVirtualMachineRunning)
+	guest := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineGuestReady)
+	return (vm != nil && vm.Status == metav1.ConditionFalse) || (guest != nil && guest.Status == metav1.ConditionFalse)
+}
+
+func readyMessage(m *v1alpha1.MacOSMachine) string {
+	if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineConditionReady); c != nil {
+		return c.Reason + ": " + c.Message
+	}
+	return string(m.Status.Phase)
+}
+
+func ready(m *v1alpha1.MacOSMachine) bool {
+	return m.DeletionTimestamp == nil && m.Status.Phase == v1alpha1.MachineReady &&
+		meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineConditionReady) &&
+		!meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased)
+}
+
+// pending is a claim still waiting for a machine.
+func pending(c *v1alpha1.MacOSMachineClaim) bool {
+	return c.DeletionTimestamp == nil && c.Status.MachineName == "" && c.Status.Phase != v1alpha1.ClaimLost
+}
+
+// oldestFirst orders by creation, then name, so every replica and every
+// restart agrees on who is first.
+func oldestFirst[T metav1.Object](items []T) {
+	sort.SliceStable(items, func(i, j int) bool {
+		a, b := items[i].GetCreationTimestamp(), items[j].GetCreationTimestamp()
+		if !a.Equal(&b) {
+			return a.Before(&b)
+		}
+		return items[i].GetName() < items[j].GetName()
+	})
+}
+
+// ReconcilePool keeps one pool: dispose, bind, scale, report.
+func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) error {
+	p, err := r.Pools.MacOSMachinePools(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	machines, err := r.Machines.MacOSMachines(namespace).List(labels.SelectorFromSet(labels.Set{v1alpha1.MachinePoolLabel: name}))
+	if err != nil {
+		return err
+	}
+	oldestFirst(machines)
+	var errs []error
+
+	// Dispose of machines that may not serve again.
+	var live []*v1alpha1.MacOSMachine
+	for _, m := range machines {
+		if why := Disposable(m); why != "" {
+			errs = append(errs, r.dispose(ctx, m, why))
+			continue
+		}
+		if m.DeletionTimestamp == nil {
+			live = append(live, m)
+		}
+	}
+
+	// Bind Pending claims of this pool, oldest first, to Ready machines.
+	claims, err := r.Claims.MacOSMachineClaims(namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	var waiting []*v1alpha1.MacOSMachineClaim
+	for _, c := range claims {
+		if c.Spec.PoolName == name && pending(c) {
+			waiting = append(waiting, c)
+		}
+	}
+	oldestFirst(waiting)
+	taken := map[string]bool{}
+	for _, c := range waiting {
+		for _, m := range live {
+			if taken[m.Name] || m.Status.ClaimRef != nil || !ready(m) || !matches(c, m) {
+				continue
+			}
+			taken[m.Name] = true
+			if err := r.bind(ctx, c, m); err != nil {
+				errs = append(errs, err)
+			}
+			break
+		}
+	}
+
+	// Keep replicas unbound machines (Ready or on their way), within
+	// maxMachines.
+	var unbound, readyUnbound, bound int32
+	used := map[string]bool{}
+	for _, m := range machines {
+		used[m.Name] = true
+	}
+	for _, m := range live {
+		switch {
+		case m.Status.ClaimRef != nil || taken[m.Name]:
+			bound++
+		default:
+			unbound++
+			if ready(m) {
+				readyUnbound++
+			}
+		}
+	}
+	want := ptr.Deref(p.Spec.Replicas, v1alpha1.DefaultPoolReplicas)
+	total := int32(len(machines))
+	for i := 0; unbound < want; i++ {
+		if max := p.Spec.MaxMachines; max != nil && total >= *max {
+			break
+		}
+		m := r.newMachine(p, freeName(p.Name, used))
+		used[m.Name] = true
+		if _, err := r.Client.DockeriosV1alpha1().MacOSMachines(namespace).Create(ctx, m, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			errs = append(errs, fmt.Errorf("creating machine %s: %w", m.Name, err))
+			break
+		}
+		unbound++
+		total++
+	}
+	// Too many unbound (replicas lowered): remove those furthest from
+	// Ready, newest first.
+	if excess := unbound - want; excess > 0 {
+		for i := len(live) - 1; i >= 0 && excess > 0; i-- {
+			m := live[i]
+			if m.Status.ClaimRef != nil || taken[m.Name] || ready(m) {
+				continue
+			}
+			errs = append(errs, r.dispose(ctx, m, "the pool has more unbound machines than replicas"))
+			excess--
+		}
+		for i := len(live) - 1; i >= 0 && excess > 0; i-- {
+			m := live[i]
+			if m.Status.ClaimRef != nil || taken[m.Name] || !ready(m) {
+				continue
+			}
+			errs = append(errs, r.dispose(ctx, m, "the pool has more unbound machines than replicas"))
+			excess--
+		}
+	}
+
+	errs = append(errs, r.writePoolStatus(ctx, p, unbound, readyUnbound, bound))
+	return errors.Join(errs...)
+}
+
+func matches(c *v1alpha1.MacOSMachineClaim, m *v1alpha1.MacOSMachine) bool {
+	if c.Spec.Selector == nil {
+		return true
+	}
+	s, err := metav1.LabelSelectorAsSelector(c.Spec.Selector)
+	return err == nil && s.Matches(labels.Set(m.Labels))
+}
+
+// freeName is <pool>-<n> for the smallest n no machine of the pool uses.
+func freeName(pool string, used map[string]bool) string {
+	for n := 0; ; n++ {
+		name := pool + "-" + strconv.Itoa(n)
+		if !used[name] {
+			return name
+		}
+	}
+}
+
+func (r *Reconciler) newMachine(p *v1alpha1.MacOSMachinePool, name string) *v1alpha1.MacOSMachine {
+	lbls := map[string]string{}
+	for k, v := range p.Spec.Template.Metadata.Labels {
+		lbls[k] = v
+	}
+	lbls[v1alpha1.MachinePoolLabel] = p.Name
+	return &v1alpha1.MacOSMachine{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: p.Namespace, Labels: lbls, Annotations: p.Spec.Template.Metadata.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "MacOSMachinePool",
+				Name: p.Name, UID: p.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: v1alpha1.MacOSMachineSpec{ClassName: p.Spec.ClassName, PoolName: p.Name,
+			ImageName: p.Spec.Template.Spec.ImageName, VMLabels: p.Spec.Template.Spec.VMLabels},
+	}
+}
+
+func (r *Reconciler) bind(ctx context.Context, c *v1alpha1.MacOSMachineClaim, m *v1alpha1.MacOSMachine) error {
+	_, err := r.Client.DockeriosV1alpha1().MacOSMachineClaims(c.Namespace).Bind(ctx, c.Name,
+		&v1alpha1.MacOSMachineBinding{MachineName: m.Name}, metav1.CreateOptions{})
+	if apierrors.IsConflict(err) {
+		// Someone else moved first (another claim, a status change): the
+		// next event brings us back with fresh caches.
+		r.Log.Debug("bind lost a race", "claim", c.Name, "machine", m.Name, "reason", err.Error())
+		return errRetry
+	}
+	if err != nil {
+		return fmt.Errorf("binding claim %s to machine %s: %w", c.Name, m.Name, err)
+	}
+	r.Log.Info("bound", "namespace", c.Namespace, "claim", c.Name, "machine", m.Name)
+	return nil
+}
+
+// errRetry asks for a requeue without being an error worth logging.
+var errRetry = errors.New("retry")
+
+// IsRetry reports whether err only asks for another pass.
+func IsRetry(err error) bool { return errors.Is(err, errRetry) }
+
+func (r *Reconciler) dispose(ctx context.Context, m *v1alpha1.MacOSMachine, why string) error {
+	err := r.Client.DockeriosV1alpha1().MacOSMachines(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &m.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting machine %s: %w", m.Name, err)
+	}
+	r.Recorder.Eventf(m, corev1.EventTypeNormal, "Disposed", "deleted the machine because %s", why)
+	r.Log.Info("disposed of machine", "namespace", m.Namespace, "machine", m.Name, "because", why)
+	return nil
+}
+
+func (r *Reconciler) writePoolStatus(ctx context.Context, p *v1alpha1.MacOSMachinePool, unbound, readyUnbound, bound int32) error {
+	st := p.Status.DeepCopy()
+	st.ObservedGeneration = p.Generation
+	st.Replicas, st.ReadyReplicas, st.BoundMachines = unbound, readyUnbound, bound
+	want := ptr.Deref(p.Spec.Replicas, v1alpha1.DefaultPoolReplicas)
+	cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Warm",
+		Message: fmt.Sprintf("%d of %d unbound machines are Ready", readyUnbound, want), ObservedGeneration: p.Generation}
+	if readyUnbound < want {
+		cond.Status, cond.Reason = metav1.ConditionFalse, "Filling"
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+	if equalStatus(&p.Status, st) {
+		return nil
+	}
+	q := p.DeepCopy()
+	q.Status = *st
+	_, err := r.Client.DockeriosV1alpha1().MacOSMachinePools(p.Namespace).UpdateStatus(ctx, q, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return errRetry
+	}
+	return err
+}
+
+func equalStatus(a, b *v1alpha1.MacOSMachinePoolStatus) bool {
+	if a.ObservedGeneration != b.ObservedGeneration || a.Replicas != b.Replicas || a.ReadyReplicas != b.ReadyReplicas || a.BoundMachines != b.BoundMachines || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// ReconcileClassClaim gives a claim that names a class its own machine,
+// binds it when Ready, and disposes of it when it fails (the claim then
+// shows Lost, written by the apiserver in the machine's deletion).
+func (r *Reconciler) ReconcileClassClaim(ctx context.Context, namespace, name string) error {
+	c, err := r.Claims.MacOSMachineClaims(namespace).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && c.Spec.ClassName == "") {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	mName := classMachineName(c)
+	m, err := r.Machines.MacOSMachines(namespace).Get(mName)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if m != nil && m.Labels[ClaimUIDLabel] != string(c.UID) {
+		return fmt.Errorf("machine %s exists and is not claim %s's", mName, c.Name)
+	}
+	if !pending(c) {
+		if m != nil && m.Status.Phase == v1alpha1.MachineFailed {
+			return r.dispose(ctx, m, "it failed: "+readyMessage(m))
+		}
+		return nil
+	}
+	switch {
+	case m == nil:
+		nm := &v1alpha1.MacOSMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: mName, Namespace: namespace, Labels: map[string]string{ClaimUIDLabel: string(c.UID)},
+				// A backstop: the garbage collector removes the machine should
+				// the claim go while this controller is down.
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "MacOSMachineClaim",
+					Name: c.Name, UID: c.UID, BlockOwnerDeletion: ptr.To(false)}}},
+			Spec:       v1alpha1.MacOSMachineSpec{ClassName: c.Spec.ClassName},
+		}
+		if _, err := r.Client.DockeriosV1alpha1().MacOSMachines(namespace).Create(ctx, nm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating machine for claim %s: %w", c.Name, err)
+		}
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, "MachineCreated", "created MacOSMachine %s of class %s for the claim", mName, c.Spec.ClassName)
+		return nil
+	case Disposable(m) != "":
+		return r.dispose(ctx, m, Disposable(m))
+	case ready(m) && m.Status.ClaimRef == nil:
+		return r.bind(ctx, c, m)
+	}
+	return nil
+}
+
+// classMachineName is the machine made for a class claim: the claim's
+// name, so the user sees which is whose.
+func classMachineName(c *v1alpha1.MacOSMachineClaim) string {
+	return strings.TrimSuffix(c.Name, ".")
+}
+
+// ReconcileClassMachine disposes of a class claim's machine once the claim
+// is gone (the apiserver marked it Released) or was never found.
+func (r *Reconciler) ReconcileClassMachine(ctx context.Context, namespace, name string) error {
+	m, err := r.Machines.MacOSMachines(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	uid, ok := m.Labels[ClaimUIDLabel]
+	if !ok || m.DeletionTimestamp != nil {
+		return nil
+	}
+	if why := Disposable(m); why != "" {
+		return r.dispose(ctx, m, why)
+	}
+	c, err := r.Claims.MacOSMachineClaims(namespace).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && string(c.UID) != uid) {
+		// Confirm with the apiserver before deleting on a cache's word.
+		live, gerr := r.Client.DockeriosV1alpha1().MacOSMachineClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(gerr) || (gerr == nil && string(live.UID) != uid) {
+			return r.dispose(ctx, m, "the claim it was made for is gone")
+		}
+		return gerr
+	}
+	return err
+}
