@@ -8,7 +8,8 @@
 // See bootdisk/LICENSE.
 
 // Command bootdisk renders a DockerIOS machine's OpenCore boot disk
-// (render) and generates identity rows (generate). README.md describes the
+// (render), generates identity rows (generate) and derives the config.plist
+// template from an OpenCore config (template). README.md describes the
 // contract the DockerIOS controller's Job relies on.
 package main
 
@@ -40,7 +41,10 @@ const (
 const usage = `usage:
   bootdisk render   [flags]   build the machine's boot disk into the output volume
   bootdisk generate [flags]   print N identities as osx-serial-generator CSV rows
-Run "bootdisk render -h" or "bootdisk generate -h" for flags. See README.md.`
+  bootdisk template --from CONFIG [--output FILE]
+                              turn an OpenCore config.plist (OSX-KVM's) into a
+                              template with osx-serial-generator's placeholders
+Run "bootdisk COMMAND -h" for flags. See README.md.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -57,16 +61,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch {
 	case len(args) == 0:
-		err = builder.Invalid("no command: want render or generate")
+		err = builder.Invalid("no command: want render, generate or template")
 	case args[0] == "render":
 		err = render(ctx, args[1:], stdout, stderr)
 	case args[0] == "generate":
 		err = generate(ctx, args[1:], stdout, stderr)
+	case args[0] == "template":
+		err = deriveTemplate(args[1:], stdout, stderr)
 	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
 		fmt.Fprintln(stdout, usage)
 		return builder.ExitOK
 	default:
-		err = builder.Invalid("unknown command %q: want render or generate", args[0])
+		err = builder.Invalid("unknown command %q: want render, generate or template", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return builder.ExitOK
@@ -171,20 +177,59 @@ func generate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *output == "" {
 		return builder.Generate(ctx, o, stdout)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(*output), "."+filepath.Base(*output)+".tmp-")
+	return writeAtomically(*output, 0o600, func(w io.Writer) error { return builder.Generate(ctx, o, w) })
+}
+
+func deriveTemplate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("template", stderr)
+	from := fs.String("from", "", "OpenCore config.plist to start from (OSX-KVM's OpenCore/config.plist)")
+	output := fs.String("output", "", "write the template to this file (atomically, mode 0644) instead of stdout")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *from == "" {
+		return builder.Invalid("--from is required: the OpenCore config.plist to derive the template from")
+	}
+	config, err := os.ReadFile(*from)
 	if err != nil {
-		return builder.OutputErr("creating "+*output, err)
+		return builder.Invalid("reading the OpenCore config: %v", err)
+	}
+	template, err := builder.DeriveTemplate(config)
+	if err != nil {
+		return err
+	}
+	if *output == "" {
+		_, err := stdout.Write(template)
+		return err
+	}
+	// 0644: the image runs as a non-root user that must read the template.
+	return writeAtomically(*output, 0o644, func(w io.Writer) error {
+		_, err := w.Write(template)
+		return builder.OutputErr("writing "+*output, err)
+	})
+}
+
+// writeAtomically writes a file through a temporary file in the same
+// directory, synced and renamed into place, so a reader sees the old file or
+// the whole new one.
+func writeAtomically(path string, mode os.FileMode, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return builder.OutputErr("creating "+path, err)
 	}
 	defer os.Remove(tmp.Name())
-	err = builder.Generate(ctx, o, tmp)
+	err = builder.OutputErr("writing "+path, tmp.Chmod(mode))
 	if err == nil {
-		err = builder.OutputErr("writing "+*output, tmp.Sync())
+		err = write(tmp)
+	}
+	if err == nil {
+		err = builder.OutputErr("writing "+path, tmp.Sync())
 	}
 	if cerr := tmp.Close(); err == nil {
-		err = builder.OutputErr("writing "+*output, cerr)
+		err = builder.OutputErr("writing "+path, cerr)
 	}
 	if err != nil {
 		return err
 	}
-	return builder.OutputErr("renaming "+*output, os.Rename(tmp.Name(), *output))
+	return builder.OutputErr("renaming "+path, os.Rename(tmp.Name(), path))
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -216,7 +217,18 @@ func TestRenderEndToEnd(t *testing.T) {
 		}
 	}
 
-	// config.plist: every value in its key, with its type.
+	cfg := checkRenderedConfig(t, img, "2560x1440@32")
+	if dig(t, cfg, "NVRAM", "Add", "7C436110-AB2A-4BBB-A880-FE41995C9F82")["boot-args"] != "-v keepsyms=1 tlbto_us=0 vti=9" {
+		t.Error("template values outside the placeholders changed")
+	}
+}
+
+// checkRenderedConfig reads EFI/OC/config.plist from the image and checks
+// that every identity value is in its key with its type, the ROM as six
+// bytes of <data>, the resolution, and the agent token. It returns the
+// parsed config.
+func checkRenderedConfig(t *testing.T, img, resolution string) map[string]any {
+	t.Helper()
 	raw, err := builder.ReadFileFromImage(context.Background(), img, "EFI/OC/config.plist")
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +257,7 @@ func TestRenderEndToEnd(t *testing.T) {
 	if !bytes.Contains(raw, []byte("<key>ROM</key>\n\t\t\t\t<data>NDGP04jk</data>")) {
 		t.Errorf("ROM is not written as base64 <data>:\n%s", raw)
 	}
-	if got := dig(t, cfg, "UEFI", "Output")["Resolution"]; got != "2560x1440@32" {
+	if got := dig(t, cfg, "UEFI", "Output")["Resolution"]; got != resolution {
 		t.Errorf("UEFI → Output → Resolution = %#v", got)
 	}
 	add := dig(t, cfg, "NVRAM", "Add", builder.AgentTokenGUID)
@@ -259,8 +271,112 @@ func TestRenderEndToEnd(t *testing.T) {
 	if fmt.Sprint(del) != "[rtc-blacklist dockerios-agent-token]" {
 		t.Errorf("NVRAM → Delete → %s = %v", builder.AgentTokenGUID, del)
 	}
-	if dig(t, cfg, "NVRAM", "Add", "7C436110-AB2A-4BBB-A880-FE41995C9F82")["boot-args"] != "-v keepsyms=1 tlbto_us=0 vti=9" {
-		t.Error("template values outside the placeholders changed")
+	return cfg
+}
+
+// The image's default template is derived at build time: `template` on
+// OSX-KVM's config.plist, then `render` with the result. Here the config is
+// a synthetic one with the same key paths.
+func TestTemplateThenRender(t *testing.T) {
+	const config = "testdata/opencore-config.plist"
+	dir := t.TempDir()
+	tpl := filepath.Join(dir, "config.plist")
+	r := runBinary(t, nil, "template", "--from="+config, "--output="+tpl)
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("template: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	// Written atomically (no temporary file left), readable by the image's
+	// non-root user.
+	if got := entries(t, dir); strings.Join(got, ",") != "config.plist" {
+		t.Errorf("output directory holds %v", got)
+	}
+	if fi, err := os.Stat(tpl); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("template file: %v, %v, want mode 0644", fi, err)
+	}
+	// Deterministic; without --output it goes to stdout.
+	if r := runBinary(t, nil, "template", "--from="+config); r.code != 0 || r.stdout != mustRead(t, tpl) {
+		t.Errorf("template to stdout: exit %d, output differs from the file", r.code)
+	}
+	// Rerunning replaces the file with the same bytes.
+	before := mustRead(t, tpl)
+	if r := runBinary(t, nil, "template", "--from="+config, "--output="+tpl); r.code != 0 || mustRead(t, tpl) != before {
+		t.Errorf("second template run: exit %d, or different bytes", r.code)
+	}
+
+	out := t.TempDir()
+	const osxKVMCommit = "da4b23b5e92c5b939568700034367e8b7649fe90"
+	res := mustSucceed(t, renderRun(t, out, nil, "--template="+tpl, "--template-commit="+osxKVMCommit, "--width=2560", "--height=1440"))
+	if res.TemplateCommit != osxKVMCommit || res.TemplateSHA256 != sha(t, tpl) {
+		t.Errorf("result records template %s %s, want %s %s", res.TemplateCommit, res.TemplateSHA256, osxKVMCommit, sha(t, tpl))
+	}
+	cfg := checkRenderedConfig(t, filepath.Join(out, "disk.img"), "2560x1440@32")
+
+	// Apart from the identity, the resolution, the agent token and the
+	// OpenCore 1.0.5 keys added with their defaults, the rendered config is
+	// the config template started from.
+	var want map[string]any
+	if _, err := plist.Unmarshal([]byte(mustRead(t, config)), &want); err != nil {
+		t.Fatal(err)
+	}
+	gen := dig(t, want, "PlatformInfo", "Generic")
+	gen["SystemProductName"], gen["SystemSerialNumber"], gen["MLB"] = "iMacPro1,1", "C02CK029HX87", "C02015700QXJG36CB"
+	gen["SystemUUID"], gen["ROM"], gen["MaxBIOSVersion"] = "4B408A88-4062-4532-9AA1-3D8A3549327F", []byte{0x34, 0x31, 0x8F, 0xD3, 0x88, 0xE4}, false
+	dig(t, want, "UEFI", "Output")["Resolution"] = "2560x1440@32"
+	dig(t, want, "UEFI")["Unload"] = []any{}
+	dig(t, want, "Booter", "Quirks")["ClearTaskSwitchBit"] = false
+	dig(t, want, "Misc", "Boot")["ShowPicker"] = false
+	dig(t, want, "NVRAM", "Add", builder.AgentTokenGUID)[builder.AgentTokenVariable] = []byte(testToken)
+	del := dig(t, want, "NVRAM", "Delete")
+	del[builder.AgentTokenGUID] = append(del[builder.AgentTokenGUID].([]any), builder.AgentTokenVariable)
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("rendered config.plist is not the source config with the expected changes:\ngot:  %#v\nwant: %#v", cfg, want)
+	}
+
+	if r := runBinary(t, nil, "help"); r.code != 0 || !strings.Contains(r.stdout, "bootdisk template --from") {
+		t.Errorf("usage does not name the template command: %q", r.stdout)
+	}
+}
+
+func TestTemplateBadInput(t *testing.T) {
+	config := mustRead(t, "testdata/opencore-config.plist")
+	const mlb = "\t\t\t<key>MLB</key>\n\t\t\t<string>DUMMYMLB000000001</string>\n"
+	if !strings.Contains(config, mlb) {
+		t.Fatal("the test config's MLB moved; update this test")
+	}
+	writeConfig := func(t *testing.T, s string) string {
+		p := filepath.Join(t.TempDir(), "config.plist")
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return "--from=" + p
+	}
+	for _, tc := range []struct {
+		name     string
+		args     func(t *testing.T) []string
+		code     int
+		contains string
+	}{
+		{"no --from", flags(), 2, "--from is required"},
+		{"missing config", flags("--from=/nonexistent/config.plist"), 2, "reading the OpenCore config"},
+		{"config without MLB", func(t *testing.T) []string {
+			return []string{writeConfig(t, strings.Replace(config, mlb, "", 1))}
+		}, 2, "PlatformInfo → Generic → MLB is missing"},
+		{"Resolution not a string", func(t *testing.T) []string {
+			return []string{writeConfig(t, strings.Replace(config, "<string>1920x1080@32</string>", "<integer>1920</integer>", 1))}
+		}, 2, "UEFI → Output → Resolution is an integer, want a string"},
+		{"not a plist", func(t *testing.T) []string { return []string{writeConfig(t, "hello")} }, 2, "not an XML property list"},
+		{"argument", flags("--from=testdata/opencore-config.plist", "extra"), 2, "unexpected argument"},
+		{"output directory missing", flags("--from=testdata/opencore-config.plist", "--output=/nonexistent/dir/config.plist"), 3, "creating /nonexistent/dir/config.plist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"template", "--output=" + filepath.Join(dir, "config.plist")}, tc.args(t)...)
+			r := runBinary(t, nil, args...)
+			checkFailure(t, r, tc.code, tc.contains)
+			if got := entries(t, dir); len(got) != 0 {
+				t.Errorf("a failed run left %v", got)
+			}
+		})
 	}
 }
 

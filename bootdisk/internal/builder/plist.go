@@ -96,6 +96,13 @@ func Render(template []byte, in RenderInput) ([]byte, error) {
 	if err := addToken(root, in.Token); err != nil {
 		return nil, err
 	}
+	return encodeXML(root)
+}
+
+// encodeXML writes a config.plist the way Render and DeriveTemplate both
+// do: XML, tab-indented, dictionary keys sorted (so the same root gives the
+// same bytes), ending in a newline.
+func encodeXML(root map[string]any) ([]byte, error) {
 	out, err := plist.MarshalIndent(root, plist.XMLFormat, "\t")
 	if err != nil {
 		return nil, fmt.Errorf("encoding config.plist: %w", err)
