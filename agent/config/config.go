@@ -41,7 +41,7 @@ import (
 
 // Defaults. The README documents them; keep both in sync.
 const (
-	DefaultListen        = ":7443"
+	DefaultListen        = ":8443"
 	DefaultNVRAMVariable = "4D1FDA02-38C7-4A6A-9CC6-4BCCA8B30102:dockerios-agent-token"
 	DefaultPollInterval  = 5 * time.Second
 	DefaultConsoleDevice = "/dev/console"

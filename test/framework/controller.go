@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -49,7 +48,7 @@ type Controller struct {
 // Service, as an ExternalName to localhost, and its
 // MutatingWebhookConfiguration with the test serving CA) and starts the
 // controller. It stops when the test ends.
-func (cp *ControlPlane) StartController(t testing.TB, extraArgs ...string) *Controller {
+func (cp *ControlPlane) StartController(t TB, extraArgs ...string) *Controller {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
@@ -109,7 +108,7 @@ spec:
 }
 
 // Start starts the controller (again) and waits until it is ready.
-func (c *Controller) Start(t testing.TB) {
+func (c *Controller) Start(t TB) {
 	t.Helper()
 	c.process = c.cp.start(t, "dockerios-controller", controllerBin.get(t), c.args...)
 	c.waitHTTP(t, c.HealthURL+"/readyz", nil, time.Minute)
@@ -119,4 +118,4 @@ func (c *Controller) Start(t testing.TB) {
 func (c *Controller) Output() string { return c.output.String() }
 
 // Kill kills the controller with SIGKILL.
-func (c *Controller) Kill(t testing.TB) { c.signal(t, syscall.SIGKILL) }
+func (c *Controller) Kill(t TB) { c.signal(t, syscall.SIGKILL) }

@@ -29,7 +29,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -80,7 +79,7 @@ type ControlPlane struct {
 
 // binaryFromEnv returns the control-plane binary env names, failing the
 // test with how to build it if it is missing.
-func binaryFromEnv(t testing.TB, env, name string) string {
+func binaryFromEnv(t TB, env, name string) string {
 	t.Helper()
 	path := os.Getenv(env)
 	if path == "" {
@@ -99,7 +98,7 @@ func binaryFromEnv(t testing.TB, env, name string) string {
 // StartControlPlane starts the whole control plane and waits until
 // kubectl sees dockerios.io through kube-apiserver. Everything stops when
 // the test ends.
-func StartControlPlane(t testing.TB) *ControlPlane {
+func StartControlPlane(t TB) *ControlPlane {
 	t.Helper()
 	cp := &ControlPlane{Dir: t.TempDir()}
 	t.Cleanup(func() { cp.stopAll(t) })
@@ -125,7 +124,7 @@ func StartControlPlane(t testing.TB) *ControlPlane {
 	return cp
 }
 
-func (cp *ControlPlane) write(t testing.TB, name string, data []byte) string {
+func (cp *ControlPlane) write(t TB, name string, data []byte) string {
 	t.Helper()
 	path := filepath.Join(cp.Dir, name)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -134,7 +133,7 @@ func (cp *ControlPlane) write(t testing.TB, name string, data []byte) string {
 	return path
 }
 
-func (cp *ControlPlane) issueServing(t testing.TB, ca *localpki.CA, name string, hosts []string) (certFile, keyFile string) {
+func (cp *ControlPlane) issueServing(t TB, ca *localpki.CA, name string, hosts []string) (certFile, keyFile string) {
 	t.Helper()
 	cert, key, err := ca.IssueServing(name, hosts, time.Now())
 	if err != nil {
@@ -143,7 +142,7 @@ func (cp *ControlPlane) issueServing(t testing.TB, ca *localpki.CA, name string,
 	return cp.write(t, name+".crt", cert), cp.write(t, name+".key", key)
 }
 
-func (cp *ControlPlane) issueClient(t testing.TB, ca *localpki.CA, name string, groups ...string) (certFile, keyFile string) {
+func (cp *ControlPlane) issueClient(t TB, ca *localpki.CA, name string, groups ...string) (certFile, keyFile string) {
 	t.Helper()
 	cert, key, err := ca.IssueClient(name, groups, time.Now())
 	if err != nil {
@@ -152,7 +151,7 @@ func (cp *ControlPlane) issueClient(t testing.TB, ca *localpki.CA, name string, 
 	return cp.write(t, "client-"+name+".crt", cert), cp.write(t, "client-"+name+".key", key)
 }
 
-func (cp *ControlPlane) startEtcd(t testing.TB) {
+func (cp *ControlPlane) startEtcd(t TB) {
 	t.Helper()
 	client, peer := FreePort(t), FreePort(t)
 	cp.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", client)
@@ -166,7 +165,7 @@ func (cp *ControlPlane) startEtcd(t testing.TB) {
 	p.waitHTTP(t, cp.EtcdURL+"/health", nil, time.Minute)
 }
 
-func (cp *ControlPlane) startKubeAPIServer(t testing.TB) {
+func (cp *ControlPlane) startKubeAPIServer(t TB) {
 	t.Helper()
 	port := FreePort(t)
 	cp.KubeAPIServerURL = fmt.Sprintf("https://127.0.0.1:%d", port)
@@ -195,7 +194,7 @@ func (cp *ControlPlane) startKubeAPIServer(t testing.TB) {
 	p.waitHTTP(t, cp.KubeAPIServerURL+"/readyz", cp.adminTLS(t), 2*time.Minute)
 }
 
-func (cp *ControlPlane) startKubeControllerManager(t testing.TB) {
+func (cp *ControlPlane) startKubeControllerManager(t TB) {
 	t.Helper()
 	cp.start(t, "kube-controller-manager", binaryFromEnv(t, KubeControllerManagerBinEnv, "kube-controller-manager"),
 		"--kubeconfig="+cp.UserKubeconfig(t, "system:kube-controller-manager", "system:masters"),
@@ -209,7 +208,7 @@ func (cp *ControlPlane) startKubeControllerManager(t testing.TB) {
 // registerDockerIOS applies DockerIOS's RBAC from artifacts/deploy, a
 // Service of type ExternalName pointing at localhost (the aggregator dials
 // ExternalName services directly) and the APIService with the serving CA.
-func (cp *ControlPlane) registerDockerIOS(t testing.TB) {
+func (cp *ControlPlane) registerDockerIOS(t TB) {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
@@ -259,7 +258,7 @@ spec:
 // serviceAccountKubeconfig writes a kubeconfig authenticating as the
 // ServiceAccount name of the DockerIOS namespace, with a token as a pod
 // would have, and returns its path.
-func (cp *ControlPlane) serviceAccountKubeconfig(t testing.TB, name string) string {
+func (cp *ControlPlane) serviceAccountKubeconfig(t TB, name string) string {
 	t.Helper()
 	k := NewKubectl(t, cp.AdminKubeconfig)
 	token := strings.TrimSpace(k.MustRun(t, "", "create", "token", name, "-n", SystemNamespace, "--duration=24h"))
@@ -276,24 +275,24 @@ func (cp *ControlPlane) serviceAccountKubeconfig(t testing.TB, name string) stri
 }
 
 // startDockerIOS starts (or restarts) the DockerIOS apiserver.
-func (cp *ControlPlane) startDockerIOS(t testing.TB) {
+func (cp *ControlPlane) startDockerIOS(t TB) {
 	t.Helper()
 	cp.dockerIOS = cp.start(t, "dockerios-apiserver", APIServerBinary(t), cp.dockerIOSArgs...)
 }
 
 // KillDockerIOS kills the DockerIOS apiserver (SIGKILL); RestartDockerIOS
 // starts it again on the same port and etcd.
-func (cp *ControlPlane) KillDockerIOS(t testing.TB) { cp.dockerIOS.signal(t, syscall.SIGKILL) }
+func (cp *ControlPlane) KillDockerIOS(t TB) { cp.dockerIOS.signal(t, syscall.SIGKILL) }
 
 // RestartDockerIOS starts the DockerIOS apiserver again and waits until
 // kube-apiserver routes to it.
-func (cp *ControlPlane) RestartDockerIOS(t testing.TB) {
+func (cp *ControlPlane) RestartDockerIOS(t TB) {
 	t.Helper()
 	cp.startDockerIOS(t)
 	cp.waitAPIServiceAvailable(t, time.Minute)
 }
 
-func (cp *ControlPlane) waitAPIServiceAvailable(t testing.TB, timeout time.Duration) {
+func (cp *ControlPlane) waitAPIServiceAvailable(t TB, timeout time.Duration) {
 	t.Helper()
 	k := NewKubectl(t, cp.AdminKubeconfig)
 	deadline := time.Now().Add(timeout)
@@ -312,7 +311,7 @@ func (cp *ControlPlane) waitAPIServiceAvailable(t testing.TB, timeout time.Durat
 
 // UserKubeconfig writes a kubeconfig for user in groups, authenticated by a
 // client certificate kube-apiserver trusts, and returns its path.
-func (cp *ControlPlane) UserKubeconfig(t testing.TB, user string, groups ...string) string {
+func (cp *ControlPlane) UserKubeconfig(t TB, user string, groups ...string) string {
 	t.Helper()
 	cert, key, err := cp.clientCA.IssueClient(user, groups, time.Now())
 	if err != nil {
@@ -331,7 +330,7 @@ func (cp *ControlPlane) UserKubeconfig(t testing.TB, user string, groups ...stri
 }
 
 // RESTConfig returns a client config of kubeconfig, unthrottled.
-func RESTConfig(t testing.TB, kubeconfig string) *rest.Config {
+func RESTConfig(t TB, kubeconfig string) *rest.Config {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -363,7 +362,7 @@ func (cp *ControlPlane) DockerIOSServingCA() []byte { return cp.servingCA.CertPE
 // FrontProxyClient returns a client certificate signed by the front-proxy
 // CA (as kube-apiserver's aggregator presents), for tests that must prove
 // only it may assert a user in headers.
-func (cp *ControlPlane) FrontProxyClient(t testing.TB, name string) (certPEM, keyPEM []byte) {
+func (cp *ControlPlane) FrontProxyClient(t TB, name string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	cert, key, err := cp.frontProxyCA.IssueClient(name, nil, time.Now())
 	if err != nil {
@@ -372,7 +371,7 @@ func (cp *ControlPlane) FrontProxyClient(t testing.TB, name string) (certPEM, ke
 	return cert, key
 }
 
-func (cp *ControlPlane) adminTLS(t testing.TB) *rest.Config {
+func (cp *ControlPlane) adminTLS(t TB) *rest.Config {
 	t.Helper()
 	cert, key, err := cp.clientCA.IssueClient("admin", []string{"system:masters"}, time.Now())
 	if err != nil {
@@ -383,7 +382,7 @@ func (cp *ControlPlane) adminTLS(t testing.TB) *rest.Config {
 
 // serviceAccountKey writes an ECDSA key kube-apiserver signs and verifies
 // service-account tokens with.
-func (cp *ControlPlane) serviceAccountKey(t testing.TB) string {
+func (cp *ControlPlane) serviceAccountKey(t TB) string {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -396,7 +395,7 @@ func (cp *ControlPlane) serviceAccountKey(t testing.TB) string {
 	return cp.write(t, "sa.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
 }
 
-func (cp *ControlPlane) start(t testing.TB, name, bin string, args ...string) *process {
+func (cp *ControlPlane) start(t TB, name, bin string, args ...string) *process {
 	t.Helper()
 	p := startProcess(t, name, bin, args...)
 	cp.processes = append(cp.processes, p)
@@ -405,7 +404,7 @@ func (cp *ControlPlane) start(t testing.TB, name, bin string, args ...string) *p
 
 // waitHTTP waits until url answers 200, with cfg's credentials (nil for
 // plain HTTP).
-func (p *process) waitHTTP(t testing.TB, url string, cfg *rest.Config, timeout time.Duration) {
+func (p *process) waitHTTP(t TB, url string, cfg *rest.Config, timeout time.Duration) {
 	t.Helper()
 	client := http.DefaultClient
 	if cfg != nil {
@@ -437,7 +436,7 @@ func (p *process) waitHTTP(t testing.TB, url string, cfg *rest.Config, timeout t
 	t.Fatalf("%s not ready at %s after %s (last: %s):\n%s", p.name, url, timeout, last, p.output.String())
 }
 
-func (cp *ControlPlane) stopAll(t testing.TB) {
+func (cp *ControlPlane) stopAll(t TB) {
 	for i := len(cp.processes) - 1; i >= 0; i-- {
 		p := cp.processes[i]
 		start := time.Now()

@@ -25,7 +25,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -46,7 +45,7 @@ type Kubectl struct {
 
 // WithPlugin returns a kubectl that finds the kubectl-dockerios plugin
 // built from this checkout, as a user who installed it on PATH would.
-func (k *Kubectl) WithPlugin(t testing.TB) *Kubectl {
+func (k *Kubectl) WithPlugin(t TB) *Kubectl {
 	t.Helper()
 	plugin := PluginBinary(t)
 	withPlugin := *k
@@ -60,7 +59,7 @@ func (k *Kubectl) WithPlugin(t testing.TB) *Kubectl {
 }
 
 // NewKubectl returns a kubectl for kubeconfig.
-func NewKubectl(t testing.TB, kubeconfig string) *Kubectl {
+func NewKubectl(t TB, kubeconfig string) *Kubectl {
 	t.Helper()
 	bin := os.Getenv(KubectlBinEnv)
 	if bin == "" {
@@ -99,7 +98,7 @@ func (k *Kubectl) Run(stdin string, args ...string) Result {
 }
 
 // MustRun runs kubectl and fails the test unless it succeeds.
-func (k *Kubectl) MustRun(t testing.TB, stdin string, args ...string) string {
+func (k *Kubectl) MustRun(t TB, stdin string, args ...string) string {
 	t.Helper()
 	r := k.Run(stdin, args...)
 	if r.Err != nil {
@@ -110,7 +109,7 @@ func (k *Kubectl) MustRun(t testing.TB, stdin string, args ...string) string {
 
 // Stream starts a long-running kubectl (such as get --watch) and delivers
 // its output line by line. It is stopped when the test ends.
-func (k *Kubectl) Stream(t testing.TB, args ...string) <-chan string {
+func (k *Kubectl) Stream(t TB, args ...string) <-chan string {
 	t.Helper()
 	cmd := exec.Command(k.Bin, append([]string{"--kubeconfig", k.Kubeconfig}, args...)...)
 	stdout, err := cmd.StdoutPipe()

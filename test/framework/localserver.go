@@ -32,7 +32,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -49,14 +48,14 @@ const (
 
 // APIServerBinary returns the apiserver binary to test: $DOCKERIOS_APISERVER_BIN
 // when set, otherwise one built from this checkout (once per test process).
-func APIServerBinary(t testing.TB) string {
+func APIServerBinary(t TB) string {
 	t.Helper()
 	return apiserverBin.get(t)
 }
 
 // PluginBinary returns the kubectl-dockerios plugin to test:
 // $DOCKERIOS_KUBECTL_PLUGIN_BIN when set, otherwise one built from this checkout.
-func PluginBinary(t testing.TB) string {
+func PluginBinary(t TB) string {
 	t.Helper()
 	return pluginBin.get(t)
 }
@@ -74,7 +73,7 @@ type binary struct {
 	err            error
 }
 
-func (b *binary) get(t testing.TB) string {
+func (b *binary) get(t TB) string {
 	if bin := os.Getenv(b.env); bin != "" {
 		return bin
 	}
@@ -126,7 +125,7 @@ type LocalServer struct {
 
 // StartLocalServer runs the apiserver with --local in dataDir (and any extra
 // flags) and waits until it is ready. The server is stopped when the test ends.
-func StartLocalServer(t testing.TB, dataDir string, extraArgs ...string) *LocalServer {
+func StartLocalServer(t TB, dataDir string, extraArgs ...string) *LocalServer {
 	t.Helper()
 	port := FreePort(t)
 	s := &LocalServer{
@@ -148,7 +147,7 @@ func StartLocalServer(t testing.TB, dataDir string, extraArgs ...string) *LocalS
 
 // waitReady waits for the kubeconfig of this run to be written and for
 // /readyz to answer ok through it.
-func (s *LocalServer) waitReady(t testing.TB, timeout time.Duration) {
+func (s *LocalServer) waitReady(t TB, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	want := fmt.Sprintf("https://127.0.0.1:%d", s.Port)
@@ -180,16 +179,16 @@ func (s *LocalServer) waitReady(t testing.TB, timeout time.Duration) {
 }
 
 // Stop asks the server to shut down (SIGTERM) and waits for it to exit.
-func (s *LocalServer) Stop(t testing.TB) { s.signal(t, syscall.SIGTERM) }
+func (s *LocalServer) Stop(t TB) { s.signal(t, syscall.SIGTERM) }
 
 // Kill kills the server (SIGKILL), as a crash or an OOM kill would.
-func (s *LocalServer) Kill(t testing.TB) { s.signal(t, syscall.SIGKILL) }
+func (s *LocalServer) Kill(t TB) { s.signal(t, syscall.SIGKILL) }
 
 // Output returns what the server has logged so far.
 func (s *LocalServer) Output() string { return s.output.String() }
 
 // FreePort returns a loopback TCP port nothing listens on right now.
-func FreePort(t testing.TB) int {
+func FreePort(t TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -19,7 +19,6 @@ package framework
 import (
 	"os/exec"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -38,7 +37,7 @@ type process struct {
 }
 
 // startProcess starts bin with args, collecting its output.
-func startProcess(t testing.TB, name, bin string, args ...string) *process {
+func startProcess(t TB, name, bin string, args ...string) *process {
 	t.Helper()
 	p := &process{name: name, cmd: exec.Command(bin, args...), output: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
@@ -51,7 +50,7 @@ func startProcess(t testing.TB, name, bin string, args ...string) *process {
 
 // signal sends sig and waits for the process to exit, killing it (and
 // failing the test) if it has not within stopTimeout.
-func (p *process) signal(t testing.TB, sig syscall.Signal) {
+func (p *process) signal(t TB, sig syscall.Signal) {
 	t.Helper()
 	select {
 	case <-p.exited:
@@ -70,7 +69,7 @@ func (p *process) signal(t testing.TB, sig syscall.Signal) {
 
 // Eventually calls f every 200ms until it returns "" and fails the test
 // with f's last complaint if that has not happened within the given time.
-func Eventually(t testing.TB, within time.Duration, f func() string) {
+func Eventually(t TB, within time.Duration, f func() string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

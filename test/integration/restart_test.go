@@ -29,7 +29,7 @@ import (
 // Each case writes objects, stops the server one way, starts a new one on the
 // same data directory, and expects every object back unchanged.
 func TestRestart_ObjectsSurviveWithTheEmbeddedEtcd(t *testing.T) {
-	for name, stop := range map[string]func(*framework.LocalServer, testing.TB){
+	for name, stop := range map[string]func(*framework.LocalServer, framework.TB){
 		"clean shutdown (SIGTERM)": (*framework.LocalServer).Stop,
 		"crash (SIGKILL)":          (*framework.LocalServer).Kill,
 	} {
