@@ -90,6 +90,11 @@ type Observed struct {
 	Agent      *api.Status
 	AgentErr   error
 	AgentAsked bool
+
+	// NetworkFault: many agents are unreachable at once (FleetWatch), so
+	// an agent not answering says nothing about this guest; startTimeout
+	// does not fail machines meanwhile.
+	NetworkFault bool
 }
 
 // Derived is the status a reconcile writes, and what it decided.
@@ -237,7 +242,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 
 	// startTimeout: from the VMI's own Running time, so a restart of the
 	// controller does not restart the clock.
-	if running && !ready && !everReady && o.Class != nil && d.Fail == nil {
+	if running && !ready && !everReady && o.Class != nil && d.Fail == nil && !(o.NetworkFault && o.AgentErr != nil) {
 		timeout := v1alpha1.DefaultStartTimeout
 		if o.Class.Spec.StartTimeout != nil {
 			timeout = o.Class.Spec.StartTimeout.Duration

@@ -112,6 +112,8 @@ type Reconciler struct {
 	AgentTimeout time.Duration
 	// Metrics, when set, observes phase changes.
 	Metrics *Metrics
+	// Fleet, when set, suspends startTimeout during an agent network fault.
+	Fleet *FleetWatch
 	Now     func() time.Time
 }
 
@@ -159,6 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 		}
 	}
 
+	o.NetworkFault = r.Fleet.Fault()
 	d := Derive(m, o, r.now())
 	if err := r.writeStatus(ctx, m, d.Status); err != nil {
 		return Result{}, err

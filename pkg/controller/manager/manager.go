@@ -133,6 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Registry != nil {
 		mr.Metrics = machine.NewMetrics(cfg.Registry)
 	}
+	mr.Fleet = machine.NewFleetWatch(machines.Lister(), recorder, cfg.Log.With("component", "fleet"), cfg.Registry)
 	pr := &pool.Reconciler{Client: client, Pools: d.MacOSMachinePools().Lister(), Machines: machines.Lister(),
 		Claims: d.MacOSMachineClaims().Lister(), Recorder: recorder, Log: cfg.Log.With("reconciler", "pool")}
 
@@ -195,6 +196,8 @@ func Run(ctx context.Context, cfg Config) error {
 	cfg.Log.Info("caches synced; reconciling")
 
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); mr.Fleet.Run(ctx) }()
 	run := func(q workqueue.TypedRateLimitingInterface[string], n int, f func(context.Context, string) (time.Duration, error)) {
 		for range n {
 			wg.Add(1)
