@@ -64,6 +64,10 @@ const (
 	// machine is not subject to startTimeout any more; the pool replaces
 	// it instead (failure rule "guest panics or hangs").
 	ReasonNoLongerReady = "NoLongerReady"
+	// ReasonNodeLost fails a machine with passed-through devices whose node
+	// stopped being Ready: it cannot migrate, so waiting for the node only
+	// delays its replacement.
+	ReasonNodeLost = "NodeLost"
 )
 
 // Observed is everything a reconcile saw of a machine's world. Nil means
@@ -90,6 +94,9 @@ type Observed struct {
 	Agent      *api.Status
 	AgentErr   error
 	AgentAsked bool
+
+	// NodeNotReady is set when the VMI's node is not Ready (its message).
+	NodeNotReady string
 
 	// NetworkFault: many agents are unreachable at once (FleetWatch), so
 	// an agent not answering says nothing about this guest; startTimeout
@@ -239,6 +246,12 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineAgentReachable) &&
 		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineGuestReady)
 	everReady := WasReady(m)
+
+	if running && o.NodeNotReady != "" && o.Class != nil && len(o.Class.Spec.HostDevices) > 0 && d.Fail == nil {
+		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNodeLost,
+			Message: fmt.Sprintf("node %s is not Ready (%s) and the machine has passed-through devices, so it cannot move: failed at once to be replaced",
+				o.VMI.Status.NodeName, o.NodeNotReady)}
+	}
 
 	// startTimeout: from the VMI's own Running time, so a restart of the
 	// controller does not restart the clock.

@@ -120,6 +120,16 @@ func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 		{"agent silent past startTimeout fails", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
 			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: fmt.Errorf("%w: dial tcp: refused", client.ErrUnreachable)}, t0.Add(11 * time.Minute),
 			v1alpha1.MachineFailed, "AgentReachable=False/Unreachable", "StartTimeout"},
+		{"node lost with a GPU fails fast", nil, Observed{Class: func() *v1alpha1.MacOSMachineClass {
+			c := testClass()
+			c.Spec.HostDevices = []v1alpha1.HostDeviceSpec{{Name: "gpu", DeviceName: "nvidia.com/P40", GPU: true}}
+			return c
+		}(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true,
+			AgentErr: client.ErrUnreachable, NodeNotReady: "Ready=Unknown NodeStatusUnknown: kubelet stopped posting"}, t0.Add(time.Minute),
+			v1alpha1.MachineFailed, "Ready=False/NodeLost", "NodeLost"},
+		{"node lost without passed-through devices waits for KubeVirt", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable, NodeNotReady: "Ready=Unknown"}, t0.Add(time.Minute),
+			v1alpha1.MachineStarting, "AgentReachable=False/Unreachable", ""},
 		{"agent silent past startTimeout during a network fault waits", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
 			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable, NetworkFault: true}, t0.Add(11 * time.Minute),
 			v1alpha1.MachineStarting, "AgentReachable=False/Unreachable", ""},

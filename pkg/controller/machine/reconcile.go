@@ -94,6 +94,7 @@ type Listers struct {
 	Secrets    corelisters.SecretLister
 	PVCs       corelisters.PersistentVolumeClaimLister
 	Jobs       batchlisters.JobLister
+	Nodes      corelisters.NodeLister
 	VMs        cache.GenericLister
 	VMIs       cache.GenericLister
 	DVs        cache.GenericLister
@@ -255,6 +256,9 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 	}
 	if o.Class != nil && o.DV == nil {
 		o.StorageHeldBack = heldBack(o.Class, r.now())
+	}
+	if o.VMI != nil && o.VMI.Status.NodeName != "" && r.Listers.Nodes != nil {
+		o.NodeNotReady = nodeNotReady(r.Listers.Nodes, o.VMI.Status.NodeName)
 	}
 	return o, nil
 }
@@ -536,4 +540,22 @@ func storageClassOf(c *v1alpha1.MacOSMachineClass) string {
 		return *sc
 	}
 	return "(default)"
+}
+
+// nodeNotReady returns why a node is not Ready, or "" when it is (or is
+// not known: a node absent from the cache is not evidence of loss).
+func nodeNotReady(l corelisters.NodeLister, name string) string {
+	n, err := l.Get(name)
+	if err != nil {
+		return ""
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return ""
+			}
+			return fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+		}
+	}
+	return ""
 }

@@ -107,6 +107,10 @@ func Run(ctx context.Context, cfg Config) error {
 	kf := informers.NewSharedInformerFactoryWithOptions(kube, cfg.Resync, informers.WithTweakListOptions(ownedOnly))
 	xf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, cfg.Resync, metav1.NamespaceAll, ownedOnly)
 
+	// Nodes are read whole (their readiness decides the fate of machines
+	// with passed-through devices); a factory of their own, unfiltered.
+	nf := informers.NewSharedInformerFactory(kube, cfg.Resync)
+	nodes := nf.Core().V1().Nodes()
 	d := df.Dockerios().V1alpha1()
 	machines := d.MacOSMachines()
 	if err := machines.Informer().AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
@@ -126,7 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 			Machines: machines.Lister(), Classes: d.MacOSMachineClasses().Lister(), Images: d.MacOSImages().Lister(),
 			Identities: d.MacOSIdentities().Lister(),
 			Secrets:    kf.Core().V1().Secrets().Lister(), PVCs: kf.Core().V1().PersistentVolumeClaims().Lister(),
-			Jobs: kf.Batch().V1().Jobs().Lister(),
+			Jobs: kf.Batch().V1().Jobs().Lister(), Nodes: nodes.Lister(),
 			VMs:  vms.Lister(), VMIs: vmis.Lister(), DVs: dvs.Lister(),
 		},
 	}
@@ -184,10 +188,21 @@ func Run(ctx context.Context, cfg Config) error {
 		handle(inf, m.enqueueOwner)
 	}
 
+	// A node's readiness change reaches the machines running there.
+	handle(nodes.Informer(), func(obj any) {
+		n := obj.(metav1.Object)
+		all, _ := machines.Lister().List(labels.Everything())
+		for _, mm := range all {
+			if mm.Status.NodeName == n.GetName() {
+				m.machines.Add(key(mm))
+			}
+		}
+	})
+	nf.Start(ctx.Done())
 	df.Start(ctx.Done())
 	kf.Start(ctx.Done())
 	xf.Start(ctx.Done())
-	for name, synced := range map[string]bool{"dockerios": allSynced(df.WaitForCacheSync(ctx.Done())),
+	for name, synced := range map[string]bool{"nodes": allSynced(nf.WaitForCacheSync(ctx.Done())), "dockerios": allSynced(df.WaitForCacheSync(ctx.Done())),
 		"kubernetes": allSynced(kf.WaitForCacheSync(ctx.Done())), "kubevirt/cdi": allSynced(xf.WaitForCacheSync(ctx.Done()))} {
 		if !synced {
 			return fmt.Errorf("caches of %s did not sync (are KubeVirt's and CDI's CRDs installed, and may the controller list them?)", name)
