@@ -48,8 +48,10 @@ GOOS=darwin GOARCH=amd64 go vet ./agent/...
 go build -o bin/dockerios-apiserver ./cmd/apiserver
 go build -o bin/kubectl-dockerios ./cmd/kubectl-dockerios
 go build -o bin/dockerios-controller ./cmd/controller
+go build -o bin/dockerios-agent ./agent/cmd/dockerios-agent
 export DOCKERIOS_APISERVER_BIN="${ROOT}/bin/dockerios-apiserver"
 export DOCKERIOS_CONTROLLER_BIN="${ROOT}/bin/dockerios-controller"
+export DOCKERIOS_AGENT_BIN="${ROOT}/bin/dockerios-agent"
 export DOCKERIOS_KUBECTL_PLUGIN_BIN="${ROOT}/bin/kubectl-dockerios"
 hack/build-control-plane.sh
 export DOCKERIOS_ETCD_BIN="${ROOT}/bin/etcd"

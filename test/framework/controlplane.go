@@ -198,7 +198,7 @@ func (cp *ControlPlane) startKubeControllerManager(t TB) {
 	t.Helper()
 	cp.start(t, "kube-controller-manager", binaryFromEnv(t, KubeControllerManagerBinEnv, "kube-controller-manager"),
 		"--kubeconfig="+cp.UserKubeconfig(t, "system:kube-controller-manager", "system:masters"),
-		"--controllers=namespace,garbagecollector,clusterrole-aggregation",
+		"--controllers=namespace,garbagecollector,clusterrole-aggregation,persistentvolumeclaim-protection-controller",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", FreePort(t)),

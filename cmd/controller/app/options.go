@@ -63,6 +63,9 @@ type Options struct {
 	TerminationGracePeriod time.Duration
 	MachineWorkers         int
 	AgentTimeout           time.Duration
+	// StorageHoldBack is how long new machines wait after a clone into
+	// their StorageClass failed.
+	StorageHoldBack time.Duration
 }
 
 // NewOptions returns the defaults a Deployment in artifacts/ relies on.
@@ -83,6 +86,7 @@ func NewOptions() *Options {
 		TerminationGracePeriod:  3 * time.Minute,
 		MachineWorkers:          16,
 		AgentTimeout:            5 * time.Second,
+		StorageHoldBack:         5 * time.Minute,
 	}
 }
 
@@ -107,6 +111,7 @@ func (o *Options) Parse(args []string) error {
 	fs.DurationVar(&o.TerminationGracePeriod, "vm-termination-grace-period", o.TerminationGracePeriod, "how long a VM's ACPI shutdown may take")
 	fs.IntVar(&o.MachineWorkers, "machine-workers", o.MachineWorkers, "machines reconciled in parallel")
 	fs.DurationVar(&o.AgentTimeout, "agent-timeout", o.AgentTimeout, "bound of one call to a guest agent")
+	fs.DurationVar(&o.StorageHoldBack, "storage-hold-back", o.StorageHoldBack, "how long new machines of a class wait after a clone into its StorageClass failed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,8 +144,8 @@ func (o *Options) Validate() error {
 		if o.MachineWorkers < 1 {
 			errs = append(errs, errors.New("--machine-workers: must be at least 1"))
 		}
-		if o.TerminationGracePeriod < 0 || o.AgentTimeout <= 0 {
-			errs = append(errs, errors.New("--vm-termination-grace-period must be ≥ 0 and --agent-timeout > 0"))
+		if o.TerminationGracePeriod < 0 || o.AgentTimeout <= 0 || o.StorageHoldBack <= 0 {
+			errs = append(errs, errors.New("--vm-termination-grace-period must be ≥ 0, --agent-timeout and --storage-hold-back > 0"))
 		}
 	}
 	if _, err := parseLevel(o.LogLevel); err != nil {

@@ -66,9 +66,9 @@ const (
 const (
 	bootdiskBackoffBase = 10 * time.Second
 	bootdiskBackoffMax  = 5 * time.Minute
-	// StorageHoldBack is how long new machines of a class wait after a
-	// clone into its StorageClass failed, before one tries again.
-	StorageHoldBack = 5 * time.Minute
+	// DefaultStorageHoldBack is how long new machines of a class wait after
+	// a clone into its StorageClass failed, before one tries again.
+	DefaultStorageHoldBack = 5 * time.Minute
 	// pollStarting and pollReady are how often the agent is asked.
 	pollStarting = 3 * time.Second
 	pollReady    = 20 * time.Second
@@ -115,6 +115,8 @@ type Reconciler struct {
 	Metrics *Metrics
 	// Fleet, when set, suspends startTimeout during an agent network fault.
 	Fleet *FleetWatch
+	// StorageHoldBack is DefaultStorageHoldBack when zero.
+	StorageHoldBack time.Duration
 	Now     func() time.Time
 }
 
@@ -255,7 +257,7 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 		o.VMI = nil
 	}
 	if o.Class != nil && o.DV == nil {
-		o.StorageHeldBack = heldBack(o.Class, r.now())
+		o.StorageHeldBack = heldBack(o.Class, r.now(), r.holdBack())
 	}
 	if o.VMI != nil && o.VMI.Status.NodeName != "" && r.Listers.Nodes != nil {
 		o.NodeNotReady = nodeNotReady(r.Listers.Nodes, o.VMI.Status.NodeName)
@@ -479,13 +481,20 @@ func statusChanged(old, new *v1alpha1.MacOSMachineStatus, now time.Time) bool {
 	return now.Sub(old.Agent.LastSeenTime.Time) > agentSeenRefresh
 }
 
+func (r *Reconciler) holdBack() time.Duration {
+	if r.StorageHoldBack > 0 {
+		return r.StorageHoldBack
+	}
+	return DefaultStorageHoldBack
+}
+
 // heldBack returns why new machines of class must wait for storage, or "".
-func heldBack(class *v1alpha1.MacOSMachineClass, now time.Time) string {
+func heldBack(class *v1alpha1.MacOSMachineClass, now time.Time, holdBack time.Duration) string {
 	c := meta.FindStatusCondition(class.Status.Conditions, ClassStorageAvailable)
 	if c == nil || c.Status != metav1.ConditionFalse {
 		return ""
 	}
-	until := c.LastTransitionTime.Add(StorageHoldBack)
+	until := c.LastTransitionTime.Add(holdBack)
 	if !now.Before(until) {
 		return ""
 	}
@@ -509,11 +518,11 @@ func (r *Reconciler) holdBackStorage(ctx context.Context, class *v1alpha1.MacOSM
 		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: ClassStorageAvailable, Status: metav1.ConditionFalse,
 			Reason: ReasonCloneFailed, ObservedGeneration: c.Generation, LastTransitionTime: metav1.NewTime(r.now()),
 			Message: fmt.Sprintf("cloning machine %s/%s into StorageClass %s failed (%s); new machines wait %s before trying again",
-				m.Namespace, m.Name, sc, msg, StorageHoldBack)})
+				m.Namespace, m.Name, sc, msg, r.holdBack())})
 		if _, err := r.Client.DockeriosV1alpha1().MacOSMachineClasses().UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("holding back class %s: %w", c.Name, err)
 		}
-		r.Recorder.Eventf(c, corev1.EventTypeWarning, "StorageHeldBack", "clone into StorageClass %s failed for machine %s/%s; holding new machines back for %s", sc, m.Namespace, m.Name, StorageHoldBack)
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, "StorageHeldBack", "clone into StorageClass %s failed for machine %s/%s; holding new machines back for %s", sc, m.Namespace, m.Name, r.holdBack())
 	}
 	return nil
 }

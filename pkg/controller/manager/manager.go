@@ -58,6 +58,7 @@ type Config struct {
 	// worker for up to AgentTimeout); PoolWorkers pools and claims.
 	MachineWorkers, PoolWorkers int
 	AgentTimeout                time.Duration
+	StorageHoldBack             time.Duration
 	// Resync re-reads every object this often, as a safety net for events
 	// lost while the controller was not leader.
 	Resync   time.Duration
@@ -125,7 +126,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	mr := &machine.Reconciler{
 		Kube: kube, Dynamic: dyn, Client: client, Settings: cfg.Settings, Recorder: recorder,
-		Log: cfg.Log.With("reconciler", "machine"), AgentTimeout: cfg.AgentTimeout,
+		Log: cfg.Log.With("reconciler", "machine"), AgentTimeout: cfg.AgentTimeout, StorageHoldBack: cfg.StorageHoldBack,
 		Listers: machine.Listers{
 			Machines: machines.Lister(), Classes: d.MacOSMachineClasses().Lister(), Images: d.MacOSImages().Lister(),
 			Identities: d.MacOSIdentities().Lister(),
