@@ -136,4 +136,3 @@ func lenOr[T any](v *T, err error, n func() int) int {
 	}
 	return n()
 }
-

@@ -117,7 +117,7 @@ type Reconciler struct {
 	Fleet *FleetWatch
 	// StorageHoldBack is DefaultStorageHoldBack when zero.
 	StorageHoldBack time.Duration
-	Now     func() time.Time
+	Now             func() time.Time
 }
 
 // Result says when to look at the machine again without an event.

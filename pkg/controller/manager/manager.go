@@ -132,7 +132,7 @@ func Run(ctx context.Context, cfg Config) error {
 			Identities: d.MacOSIdentities().Lister(),
 			Secrets:    kf.Core().V1().Secrets().Lister(), PVCs: kf.Core().V1().PersistentVolumeClaims().Lister(),
 			Jobs: kf.Batch().V1().Jobs().Lister(), Nodes: nodes.Lister(),
-			VMs:  vms.Lister(), VMIs: vmis.Lister(), DVs: dvs.Lister(),
+			VMs: vms.Lister(), VMIs: vmis.Lister(), DVs: dvs.Lister(),
 		},
 	}
 	if cfg.Registry != nil {

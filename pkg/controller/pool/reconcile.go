@@ -370,7 +370,7 @@ func (r *Reconciler) ReconcileClassClaim(ctx context.Context, namespace, name st
 				// the claim go while this controller is down.
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "MacOSMachineClaim",
 					Name: c.Name, UID: c.UID, BlockOwnerDeletion: ptr.To(false)}}},
-			Spec:       v1alpha1.MacOSMachineSpec{ClassName: c.Spec.ClassName},
+			Spec: v1alpha1.MacOSMachineSpec{ClassName: c.Spec.ClassName},
 		}
 		if _, err := r.Client.DockeriosV1alpha1().MacOSMachines(namespace).Create(ctx, nm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating machine for claim %s: %w", c.Name, err)
