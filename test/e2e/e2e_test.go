@@ -19,6 +19,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/controller/external"
@@ -41,6 +43,7 @@ func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 func TestEndToEnd(t *testing.T) {
 	e := start(t)
 	t.Run("MachineLifecycle", e.testMachineLifecycle)
+	t.Run("PoolFillsAndClaimsBind", e.testPoolAndClaims)
 }
 
 // One machine goes Pending → Provisioning → Starting → Ready with the real
@@ -135,4 +138,130 @@ func lenOr[T any](v *T, err error, n func() int) int {
 		return 0
 	}
 	return n()
+}
+
+// A pool of 5 fills to Ready; 8 claims arrive: 5 bind at once to the warm
+// machines, the other 3 as replacements become Ready; deleting a claim
+// disposes of its machine, the pool refills, and every identity of a
+// deleted machine goes back.
+func (e *env) testPoolAndClaims(t *testing.T) {
+	ns := e.namespace(t, "pool")
+	e.fleet(t, "pool", 16, nil)
+	ctx := context.Background()
+	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(ctx, &v1alpha1.MacOSMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "warm"},
+		Spec:       v1alpha1.MacOSMachinePoolSpec{ClassName: "pool", Replicas: ptr.To[int32](5), MaxMachines: ptr.To[int32](14)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.waitPool(t, ns, "warm", 2*time.Minute, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 5 })
+
+	warm := map[string]bool{}
+	for _, m := range e.machines(t, ns) {
+		warm[m.Name] = true
+	}
+	require.Len(t, warm, 5, "the pool made exactly its replicas")
+
+	start := time.Now()
+	for i := range 8 {
+		_, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("job-%d", i)},
+			Spec:       v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		time.Sleep(20 * time.Millisecond) // creation order is claim order
+	}
+	// Five bind at once, to the warm machines, oldest claims first.
+	framework.Eventually(t, 20*time.Second, func() string {
+		bound := e.boundClaims(t, ns)
+		if len(bound) < 5 {
+			return fmt.Sprintf("%d claims bound, want 5 at once", len(bound))
+		}
+		return ""
+	})
+	t.Logf("5 claims bound %s after the first was created", time.Since(start).Round(time.Millisecond))
+	bound := e.boundClaims(t, ns)
+	for i := range 5 {
+		m, ok := bound[fmt.Sprintf("job-%d", i)]
+		assert.True(t, ok, "the oldest claims are served first: job-%d", i)
+		assert.True(t, warm[m], "job-%d bound to warm machine %s", i, m)
+	}
+	// The other three as replacements become Ready.
+	framework.Eventually(t, 2*time.Minute, func() string {
+		if n := len(e.boundClaims(t, ns)); n < 8 {
+			return fmt.Sprintf("%d of 8 claims bound", n)
+		}
+		return ""
+	})
+	bound = e.boundClaims(t, ns)
+	seen := map[string]string{}
+	for c, m := range bound {
+		if other, dup := seen[m]; dup {
+			t.Errorf("machine %s bound to %s and %s", m, other, c)
+		}
+		seen[m] = c
+		mm := e.machine(t, ns, m)
+		require.NotNil(t, mm.Status.ClaimRef, "machine %s", m)
+		assert.Equal(t, c, mm.Status.ClaimRef.Name)
+	}
+	e.waitPool(t, ns, "warm", 2*time.Minute, func(p *v1alpha1.MacOSMachinePool) bool {
+		return p.Status.ReadyReplicas == 5 && p.Status.BoundMachines == 8
+	})
+
+	// Deleting a claim disposes of its machine; the pool refills.
+	gone := bound["job-0"]
+	goneM := e.machine(t, ns, gone)
+	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Delete(ctx, "job-0", metav1.DeleteOptions{}))
+	e.gone(t, ns, gone, time.Minute)
+	e.waitEvent(t, ns, "MacOSMachine", gone, "Disposed", "its claim was deleted")
+	assert.Empty(t, e.ownedObjects(t, ns, string(goneM.UID)))
+	id, err := e.client.DockeriosV1alpha1().MacOSIdentities().Get(ctx, goneM.Status.IdentityRef.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, id.Status.Allocation, "identity %s released", id.Name)
+	e.waitPool(t, ns, "warm", 2*time.Minute, func(p *v1alpha1.MacOSMachinePool) bool {
+		return p.Status.ReadyReplicas == 5 && p.Status.BoundMachines == 7
+	})
+
+	// Deleting the pool's claims and machines gives every identity back.
+	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Delete(ctx, "warm", metav1.DeleteOptions{}))
+	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachines(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	framework.Eventually(t, 2*time.Minute, func() string {
+		if n := len(e.machines(t, ns)); n > 0 {
+			return fmt.Sprintf("%d machines left", n)
+		}
+		return ""
+	})
+	e.waitPoolCounts(t, "pool", 16, 0)
+}
+
+func (e *env) boundClaims(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	l, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, c := range l.Items {
+		if c.Status.Phase == v1alpha1.ClaimBound {
+			out[c.Name] = c.Status.MachineName
+		}
+	}
+	return out
+}
+
+func (e *env) waitPool(t *testing.T, ns, name string, within time.Duration, ok func(*v1alpha1.MacOSMachinePool) bool) {
+	t.Helper()
+	framework.Eventually(t, within, func() string {
+		p, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if ok(p) {
+			return ""
+		}
+		var b strings.Builder
+		for _, m := range e.machines(t, ns) {
+			fmt.Fprintf(&b, "\n  %s: %s claim=%v", m.Name, m.Status.Phase, m.Status.ClaimRef != nil)
+		}
+		return fmt.Sprintf("pool %s/%s: replicas %d ready %d bound %d%s\ncontroller log tail:\n%s", ns, name,
+			p.Status.Replicas, p.Status.ReadyReplicas, p.Status.BoundMachines, b.String(), tail(e.ctrl.Output(), 10))
+	})
 }
