@@ -44,6 +44,7 @@ func TestEndToEnd(t *testing.T) {
 	e := start(t)
 	t.Run("MachineLifecycle", e.testMachineLifecycle)
 	t.Run("PoolFillsAndClaimsBind", e.testPoolAndClaims)
+	t.Run("FailureRules", e.testFailureRules)
 }
 
 // One machine goes Pending → Provisioning → Starting → Ready with the real

@@ -57,7 +57,10 @@ type FleetWatch struct {
 	MinFraction float64
 	Interval    time.Duration
 
-	fault       atomic.Bool
+	fault atomic.Bool
+	// told are the machines (by UID) told of the current fault, so each
+	// gets one Event however long it lasts; only Evaluate touches it.
+	told        map[string]bool
 	gauge       prometheus.Gauge
 	unreachable prometheus.Gauge
 }
@@ -118,13 +121,21 @@ func (w *FleetWatch) Evaluate() {
 	switch {
 	case fault && !was:
 		w.gauge.Set(1)
-		msg := fmt.Sprintf("%d of %d machines with running VMs lost their agents at once: treated as a network fault, not a guest fault; no machine is failed or replaced for it until agents answer again", len(lost), running)
+		w.told = map[string]bool{}
 		w.Log.Warn("agent network fault", "unreachable", len(lost), "running", running)
-		for _, m := range lost {
-			w.Recorder.Event(m, corev1.EventTypeWarning, AgentNetworkFault, msg)
-		}
 	case !fault && was:
 		w.gauge.Set(0)
+		w.told = nil
 		w.Log.Info("agent network fault over", "unreachable", len(lost), "running", running)
+	}
+	if !fault {
+		return
+	}
+	msg := fmt.Sprintf("%d of %d machines with running VMs lost their agents at once: treated as a network fault, not a guest fault; no machine is failed or replaced for it until agents answer again", len(lost), running)
+	for _, m := range lost {
+		if !w.told[string(m.UID)] {
+			w.told[string(m.UID)] = true
+			w.Recorder.Event(m, corev1.EventTypeWarning, AgentNetworkFault, msg)
+		}
 	}
 }

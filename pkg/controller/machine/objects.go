@@ -86,8 +86,9 @@ type Names struct {
 	VirtualMachine string
 }
 
-// longestSuffix is the longest suffix Names adds ("-bootdisk").
-const longestSuffix = len("-bootdisk")
+// longestSuffix is the longest suffix Names adds ("-system-" and eight
+// characters of the UID).
+const longestSuffix = len("-system-") + 8
 
 // NamesFor returns machine's object names.
 func NamesFor(m *v1alpha1.MacOSMachine) Names {
@@ -97,8 +98,15 @@ func NamesFor(m *v1alpha1.MacOSMachine) Names {
 		h := "-" + hex.EncodeToString(sum[:])[:8]
 		base = strings.TrimRight(base[:max-len(h)], "-.") + h
 	}
+	// The system disk may outlive its machine (preserveDiskOnFailure), so
+	// its name carries the machine's UID: a later machine of the same name
+	// never meets its predecessor's disk.
+	uid := strings.ReplaceAll(string(m.UID), "-", "")
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
 	return Names{Base: base, TokenSecret: base + "-agent", BootdiskPVC: base + "-bootdisk",
-		SystemDisk: base + "-system", VirtualMachine: base}
+		SystemDisk: base + "-system-" + uid, VirtualMachine: base}
 }
 
 // Settings are what the controller decides for every machine, from its flags.

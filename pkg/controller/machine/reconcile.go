@@ -183,6 +183,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 			return Result{}, err
 		}
 	}
+	if o.StorageHeldBack != "" && o.Class != nil {
+		// Look again when the hold-back ends: no event will say so.
+		if c := meta.FindStatusCondition(o.Class.Status.Conditions, ClassStorageAvailable); c != nil {
+			requeue = minPositive(requeue, time.Until(c.LastTransitionTime.Add(r.holdBack()))+time.Second)
+		}
+	}
 	switch d.Status.Phase {
 	case v1alpha1.MachineStarting:
 		requeue = minPositive(requeue, pollStarting)

@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -99,14 +100,14 @@ func (r *Reconciler) removeOwned(ctx context.Context, m *v1alpha1.MacOSMachine, 
 	}
 	var waiting []string
 	if o.DV != nil && o.DV.Labels[PreservedLabel] == "" {
-		if m.Status.Phase == v1alpha1.MachineFailed && o.Class != nil && o.Class.Spec.PreserveDiskOnFailure {
+		if BrokenGuest(m) && o.Class != nil && o.Class.Spec.PreserveDiskOnFailure {
 			// Keep it, detached from the machine so nothing collects it.
 			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 				"labels": map[string]any{PreservedLabel: "true", MachineUIDLabel: nil}, "ownerReferences": nil}})
 			if _, err := r.Dynamic.Resource(external.DataVolumes).Namespace(m.Namespace).Patch(ctx, o.DV.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return "", fmt.Errorf("preserving DataVolume %s: %w", o.DV.Name, err)
 			}
-			r.Recorder.Eventf(m, corev1.EventTypeNormal, "DiskPreserved", "kept system disk DataVolume %s of the failed machine (class preserveDiskOnFailure)", o.DV.Name)
+			r.Recorder.Eventf(m, corev1.EventTypeNormal, "DiskPreserved", "kept system disk DataVolume %s of the broken machine for inspection (class preserveDiskOnFailure); delete it when done", o.DV.Name)
 		} else if err := external.Delete(ctx, r.Dynamic, external.DataVolumes, m.Namespace, n.SystemDisk, string(o.DV.UID)); err != nil {
 			return "", err
 		}
@@ -149,6 +150,21 @@ func (r *Reconciler) removeOwned(ctx context.Context, m *v1alpha1.MacOSMachine, 
 		return fmt.Sprint(waiting), nil
 	}
 	return "", nil
+}
+
+// BrokenGuest says whether the machine failed, or was Ready and lost its
+// guest (the VM stopped, or the agent said the guest is not Ready): the
+// machines whose disks a class's preserveDiskOnFailure keeps.
+func BrokenGuest(m *v1alpha1.MacOSMachine) bool {
+	if m.Status.Phase == v1alpha1.MachineFailed {
+		return true
+	}
+	if !WasReady(m) {
+		return false
+	}
+	vm := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineVirtualMachineRunning)
+	guest := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineGuestReady)
+	return (vm != nil && vm.Status == metav1.ConditionFalse) || (guest != nil && guest.Status == metav1.ConditionFalse)
 }
 
 func ignoreGone(err error) error {

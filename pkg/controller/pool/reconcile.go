@@ -20,11 +20,13 @@ limitations under the License.
 // class, disposes of machines whose claim went or whose guest failed, and
 // replaces them.
 //
-// Nothing here is remembered between reconciles: machine names are
-// derived (<pool>-<n>, the smallest free n; a class claim's machine is
-// named after the claim), so a reconcile repeated after a crash or on a
-// stale cache tries the same names and gets AlreadyExists instead of
-// making a second machine.
+// A pool's machines get generated names (<pool>-<random>), never reused, so
+// a machine's Events and history are its own. Between creating a machine
+// and seeing it in the cache, the pool counts it from an in-memory
+// expectation (as ReplicaSets do), so a stale cache does not make a second
+// one; a restarted controller lists everything afresh and needs none. A
+// class claim's machine is named after the claim, so a repeated reconcile
+// gets AlreadyExists.
 package pool
 
 import (
@@ -33,8 +35,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,6 +64,47 @@ type Reconciler struct {
 	Claims   dlisters.MacOSMachineClaimLister
 	Recorder record.EventRecorder
 	Log      *slog.Logger
+
+	expect expectations
+}
+
+// expectationTTL bounds how long a created machine the cache has not shown
+// is counted: a create the cache never shows (a lost watch event) must not
+// stop the pool for good.
+const expectationTTL = time.Minute
+
+// expectations are the machines each pool created that its cache has not
+// shown yet.
+type expectations struct {
+	mu      sync.Mutex
+	created map[string]map[string]time.Time
+}
+
+func (x *expectations) add(pool, name string, now time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.created == nil {
+		x.created = map[string]map[string]time.Time{}
+	}
+	if x.created[pool] == nil {
+		x.created[pool] = map[string]time.Time{}
+	}
+	x.created[pool][name] = now
+}
+
+// pending forgets the created machines seen (or too old) and counts the rest.
+func (x *expectations) pending(pool string, seen map[string]bool, now time.Time) int32 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var n int32
+	for name, at := range x.created[pool] {
+		if seen[name] || now.Sub(at) > expectationTTL {
+			delete(x.created[pool], name)
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // Disposable says why an unbound machine must go, or "". A machine that
@@ -74,18 +118,12 @@ func Disposable(m *v1alpha1.MacOSMachine) string {
 		return "its claim was deleted"
 	case m.Status.Phase == v1alpha1.MachineFailed:
 		return "it failed: " + readyMessage(m)
-	case m.Status.ClaimRef == nil && machine.WasReady(m) && guestFault(m):
+	case m.Status.ClaimRef == nil && machine.BrokenGuest(m):
+		// The VM stopped, or the agent answered that the guest is not
+		// Ready. AgentReachable=False alone is not a guest fault.
 		return "it was Ready and its guest is not: " + readyMessage(m)
 	}
 	return ""
-}
-
-// guestFault: the VM stopped running, or the agent answered and said the
-// guest is not Ready. AgentReachable=False alone is not a guest fault.
-func guestFault(m *v1alpha1.MacOSMachine) bool {
-	vm := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineVirtualMachineRunning)
-	guest := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineGuestReady)
-	return (vm != nil && vm.Status == metav1.ConditionFalse) || (guest != nil && guest.Status == metav1.ConditionFalse)
 }
 
 func readyMessage(m *v1alpha1.MacOSMachine) string {
@@ -175,10 +213,12 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 	// Keep replicas unbound machines (Ready or on their way), within
 	// maxMachines.
 	var unbound, readyUnbound, bound int32
-	used := map[string]bool{}
+	seen := map[string]bool{}
 	for _, m := range machines {
-		used[m.Name] = true
+		seen[m.Name] = true
 	}
+	inflight := r.expect.pending(namespace+"/"+name, seen, time.Now())
+	unbound += inflight
 	for _, m := range live {
 		switch {
 		case m.Status.ClaimRef != nil || taken[m.Name]:
@@ -191,17 +231,17 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 		}
 	}
 	want := ptr.Deref(p.Spec.Replicas, v1alpha1.DefaultPoolReplicas)
-	total := int32(len(machines))
-	for i := 0; unbound < want; i++ {
+	total := int32(len(machines)) + inflight
+	for unbound < want {
 		if max := p.Spec.MaxMachines; max != nil && total >= *max {
 			break
 		}
-		m := r.newMachine(p, freeName(p.Name, used))
-		used[m.Name] = true
-		if _, err := r.Client.DockeriosV1alpha1().MacOSMachines(namespace).Create(ctx, m, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			errs = append(errs, fmt.Errorf("creating machine %s: %w", m.Name, err))
+		created, err := r.Client.DockeriosV1alpha1().MacOSMachines(namespace).Create(ctx, r.newMachine(p), metav1.CreateOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("creating a machine for pool %s: %w", p.Name, err))
 			break
 		}
+		r.expect.add(namespace+"/"+name, created.Name, time.Now())
 		unbound++
 		total++
 	}
@@ -238,17 +278,7 @@ func matches(c *v1alpha1.MacOSMachineClaim, m *v1alpha1.MacOSMachine) bool {
 	return err == nil && s.Matches(labels.Set(m.Labels))
 }
 
-// freeName is <pool>-<n> for the smallest n no machine of the pool uses.
-func freeName(pool string, used map[string]bool) string {
-	for n := 0; ; n++ {
-		name := pool + "-" + strconv.Itoa(n)
-		if !used[name] {
-			return name
-		}
-	}
-}
-
-func (r *Reconciler) newMachine(p *v1alpha1.MacOSMachinePool, name string) *v1alpha1.MacOSMachine {
+func (r *Reconciler) newMachine(p *v1alpha1.MacOSMachinePool) *v1alpha1.MacOSMachine {
 	lbls := map[string]string{}
 	for k, v := range p.Spec.Template.Metadata.Labels {
 		lbls[k] = v
@@ -256,7 +286,7 @@ func (r *Reconciler) newMachine(p *v1alpha1.MacOSMachinePool, name string) *v1al
 	lbls[v1alpha1.MachinePoolLabel] = p.Name
 	return &v1alpha1.MacOSMachine{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: p.Namespace, Labels: lbls, Annotations: p.Spec.Template.Metadata.Annotations,
+			GenerateName: p.Name + "-", Namespace: p.Namespace, Labels: lbls, Annotations: p.Spec.Template.Metadata.Annotations,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "MacOSMachinePool",
 				Name: p.Name, UID: p.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},

@@ -1,0 +1,351 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+// One test per failure rule of the design ("Failure rules" in
+// ../shared/design/API.md), each checking what a user sees: the phase, the
+// condition with its reason, and the Event.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/controller/machine"
+	"github.com/dockerios/dockerios/test/framework"
+	"github.com/dockerios/dockerios/test/harness"
+)
+
+func (e *env) testFailureRules(t *testing.T) {
+	t.Run("PoolExhaustedThenBootdiskJobFailsAndIsRetried", e.testPoolExhaustedAndBootdiskRetry)
+	t.Run("CloneFailsHoldsTheStorageClassBack", e.testCloneFails)
+	t.Run("AgentNeverReportsFailsAfterStartTimeout", e.testStartTimeout)
+	t.Run("GuestHangsOrCrashesIsReplaced", e.testGuestFaults)
+	t.Run("NodeLostWithGPUFailsFast", e.testNodeLostWithGPU)
+	t.Run("ControllerRestartsMidProvision", e.testControllerRestart)
+	t.Run("MachineDeletedWhileClaimed", e.testDeletedWhileClaimed)
+	t.Run("ManyAgentsUnreachableIsANetworkFault", e.testNetworkFault)
+}
+
+// Identity pool exhausted: Pending, PoolExhausted, an Event, no identity
+// invented. Then, with an identity, a failing bootdisk Job is retried with
+// backoff while the machine keeps its identity, and the failure is on
+// BootdiskReady.
+func (e *env) testPoolExhaustedAndBootdiskRetry(t *testing.T) {
+	ns := e.namespace(t, "exhausted")
+	e.fleet(t, "exhausted", 0, nil)
+	m := e.createMachine(t, ns, "mac", "exhausted")
+	pending := e.waitMachine(t, ns, "mac", 20*time.Second, "Pending with PoolExhausted", func(m *v1alpha1.MacOSMachine) bool {
+		return m.Status.Phase == v1alpha1.MachinePending && condition(m, "IdentityAllocated").Reason == "PoolExhausted"
+	})
+	assert.Nil(t, pending.Status.IdentityRef)
+	assert.Equal(t, metav1.ConditionFalse, condition(pending, "IdentityAllocated").Status)
+	e.waitEvent(t, ns, "MacOSMachine", "mac", "PoolExhausted", "")
+	assert.Empty(t, e.ownedObjects(t, ns, string(m.UID)), "nothing is made without an identity")
+
+	e.h.FailBootdiskJobs(string(m.UID), 1)
+	e.addIdentities(t, "exhausted", 1)
+	failed := e.waitMachine(t, ns, "mac", 30*time.Second, "showing the bootdisk Job failure", func(m *v1alpha1.MacOSMachine) bool {
+		return condition(m, "BootdiskReady").Reason == "JobFailed"
+	})
+	assert.Equal(t, v1alpha1.MachineProvisioning, failed.Status.Phase)
+	require.NotNil(t, failed.Status.IdentityRef)
+	held := failed.Status.IdentityRef.Name
+	assert.Contains(t, condition(failed, "BootdiskReady").Message, "BackoffLimitExceeded")
+	e.waitEvent(t, ns, "MacOSMachine", "mac", "BootdiskJobFailed", "retrying")
+
+	ready := e.waitMachine(t, ns, "mac", 90*time.Second, "Ready after the retry", phaseIs(v1alpha1.MachineReady))
+	assert.Equal(t, held, ready.Status.IdentityRef.Name, "the identity is kept through the retry")
+	e.waitEvent(t, ns, "MacOSMachine", "mac", "BootdiskRetry", "attempt 2")
+	pvc, err := e.kube.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), "mac-bootdisk", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "1", pvc.Annotations["dockerios.io/bootdisk-failures"], "the failure count lives on the PVC")
+	assert.Equal(t, 1, e.ownedObjects(t, ns, string(m.UID))["Job"], "the failed Job is replaced, not kept beside")
+}
+
+// A failed clone fails the machine, releases its identity and holds new
+// machines of that StorageClass back with a condition on the class, until
+// a clone succeeds again.
+func (e *env) testCloneFails(t *testing.T) {
+	ns := e.namespace(t, "clonefail")
+	e.fleet(t, "clonefail", 3, nil)
+	e.h.FailClones("clonefail", true)
+	e.createMachine(t, ns, "first", "clonefail")
+	failed := e.waitMachine(t, ns, "first", 30*time.Second, "Failed", phaseIs(v1alpha1.MachineFailed))
+	assert.Equal(t, "CloneFailed", condition(failed, "SystemDiskReady").Reason)
+	assert.Equal(t, "CloneFailed", condition(failed, "Ready").Reason)
+	assert.Contains(t, condition(failed, "SystemDiskReady").Message, "no space left on device")
+	assert.Nil(t, failed.Status.IdentityRef, "a failed machine gives its identity back")
+	e.waitEvent(t, ns, "MacOSMachine", "first", "CloneFailed", "machine failed")
+
+	class, err := e.client.DockeriosV1alpha1().MacOSMachineClasses().Get(context.Background(), "clonefail", metav1.GetOptions{})
+	require.NoError(t, err)
+	c := findCond(class.Status.Conditions, "StorageAvailable")
+	require.NotNil(t, c, "the class says why new machines wait")
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Contains(t, c.Message, "StorageClass clonefail")
+
+	// A new machine is held back: no DataVolume, Pending, and it says why.
+	second := e.createMachine(t, ns, "second", "clonefail")
+	e.h.FailClones("clonefail", false) // storage recovers; the hold-back still applies
+	held := e.waitMachine(t, ns, "second", 20*time.Second, "held back", func(m *v1alpha1.MacOSMachine) bool {
+		return condition(m, "SystemDiskReady").Reason == "StorageHeldBack"
+	})
+	assert.Equal(t, v1alpha1.MachinePending, held.Status.Phase)
+	assert.Zero(t, e.ownedObjects(t, ns, string(second.UID))["DataVolume"])
+
+	// After the hold-back one clone is tried; it succeeds and clears it.
+	e.waitMachine(t, ns, "second", storageHoldBack+90*time.Second, "Ready", phaseIs(v1alpha1.MachineReady))
+	framework.Eventually(t, 20*time.Second, func() string {
+		class, err := e.client.DockeriosV1alpha1().MacOSMachineClasses().Get(context.Background(), "clonefail", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if c := findCond(class.Status.Conditions, "StorageAvailable"); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("StorageAvailable still %+v", c)
+		}
+		return ""
+	})
+}
+
+// The VM boots but the agent never reports: Failed after startTimeout,
+// identity released, nothing running.
+func (e *env) testStartTimeout(t *testing.T) {
+	ns := e.namespace(t, "stall")
+	e.fleet(t, "stall", 1, func(c *v1alpha1.MacOSMachineClass) { c.Spec.StartTimeout = &metav1.Duration{Duration: 10 * time.Second} })
+	m := e.createMachine(t, ns, "mac", "stall")
+	e.h.StallBoot(string(m.UID), true)
+	defer e.h.StallBoot(string(m.UID), false)
+	failed := e.waitMachine(t, ns, "mac", 60*time.Second, "Failed", phaseIs(v1alpha1.MachineFailed))
+	r := condition(failed, "Ready")
+	assert.Equal(t, "StartTimeout", r.Reason)
+	assert.Contains(t, r.Message, "startTimeout 10s")
+	assert.Nil(t, failed.Status.IdentityRef)
+	e.waitEvent(t, ns, "MacOSMachine", "mac", "StartTimeout", "did not report Ready")
+	framework.Eventually(t, 20*time.Second, func() string {
+		if n := e.ownedObjects(t, ns, string(m.UID))["VirtualMachine"]; n > 0 {
+			return "the failed machine's VirtualMachine is still there"
+		}
+		return ""
+	})
+	e.waitPoolCounts(t, "stall", 1, 0)
+}
+
+// A Ready machine whose guest degrades, or whose VM crashes, leaves its pool
+// and is replaced; with preserveDiskOnFailure its disk is kept.
+func (e *env) testGuestFaults(t *testing.T) {
+	ns := e.namespace(t, "guest")
+	e.fleet(t, "guest", 4, func(c *v1alpha1.MacOSMachineClass) { c.Spec.PreserveDiskOnFailure = true })
+	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(context.Background(), &v1alpha1.MacOSMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.MacOSMachinePoolSpec{ClassName: "guest", Replicas: ptr.To[int32](1)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	for _, fault := range []struct {
+		name   string
+		inject func(ns, vmi string) error
+		reason string
+	}{
+		{"degraded guest", e.h.DegradeGuest, "GuestReady=False"},
+		{"crashed guest", e.h.CrashGuest, "VirtualMachineRunning=False"},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+			ms := e.machines(t, ns)
+			var victim *v1alpha1.MacOSMachine
+			for i := range ms {
+				if ms[i].DeletionTimestamp == nil && ms[i].Status.Phase == v1alpha1.MachineReady {
+					victim = &ms[i]
+				}
+			}
+			require.NotNil(t, victim)
+			require.NoError(t, fault.inject(ns, victim.Status.VirtualMachineName))
+			e.gone(t, ns, victim.Name, 60*time.Second)
+			e.waitEvent(t, ns, "MacOSMachine", victim.Name, "Disposed", "it was Ready and its guest is not")
+			e.waitEvent(t, ns, "MacOSMachine", victim.Name, "DiskPreserved", "DataVolume")
+			dv, err := e.dynamic(t).Resource(harness.DataVolumeGVR).Namespace(ns).Get(context.Background(), machine.NamesFor(victim).SystemDisk, metav1.GetOptions{})
+			require.NoError(t, err, "the broken machine's disk is kept")
+			assert.Equal(t, "true", dv.GetLabels()["dockerios.io/preserved-from-failed-machine"])
+			assert.Empty(t, dv.GetOwnerReferences(), "nothing collects the preserved disk")
+			e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+		})
+	}
+}
+
+// A node dies under a machine with a passed-through GPU: it fails at once
+// (no waiting for the node) and its pool replaces it.
+func (e *env) testNodeLostWithGPU(t *testing.T) {
+	ns := e.namespace(t, "gpu")
+	e.fleet(t, "gpu", 3, func(c *v1alpha1.MacOSMachineClass) {
+		c.Spec.HostDevices = []v1alpha1.HostDeviceSpec{{Name: "gpu0", DeviceName: "nvidia.com/GP102GL_Tesla_P40", GPU: true}}
+	})
+	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(context.Background(), &v1alpha1.MacOSMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.MacOSMachinePoolSpec{ClassName: "gpu", Replicas: ptr.To[int32](1)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+	victim := e.machines(t, ns)[0]
+	node := victim.Status.NodeName
+	require.NotEmpty(t, node)
+	require.NoError(t, e.h.LoseNode(node))
+	defer func() { _ = e.h.RestoreNode(node) }()
+	lost := time.Now()
+	e.waitEvent(t, ns, "MacOSMachine", victim.Name, "NodeLost", "cannot move")
+	t.Logf("machine failed %s after its node was lost", time.Since(lost).Round(time.Millisecond))
+	assert.Less(t, time.Since(lost), 30*time.Second, "fails fast, without waiting for KubeVirt's node timeout")
+	e.gone(t, ns, victim.Name, 60*time.Second)
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+	for _, m := range e.machines(t, ns) {
+		assert.NotEqual(t, node, m.Status.NodeName, "the replacement runs elsewhere")
+	}
+}
+
+// The controller is killed while machines provision; after it restarts
+// every machine converges with exactly one of each object.
+func (e *env) testControllerRestart(t *testing.T) {
+	ns := e.namespace(t, "restart")
+	e.fleet(t, "restart", 6, nil)
+	var uids []string
+	for i := range 6 {
+		uids = append(uids, string(e.createMachine(t, ns, fmt.Sprintf("mac-%d", i), "restart").UID))
+	}
+	time.Sleep(300 * time.Millisecond)
+	e.ctrl.Kill(t)
+	time.Sleep(time.Second)
+	e.ctrl.Start(t)
+	for i := range 6 {
+		e.waitMachine(t, ns, fmt.Sprintf("mac-%d", i), 2*time.Minute, "Ready", phaseIs(v1alpha1.MachineReady))
+	}
+	for _, uid := range uids {
+		assert.Equal(t, map[string]int{"Secret": 1, "PersistentVolumeClaim": 1, "Job": 1, "DataVolume": 1, "VirtualMachine": 1, "VirtualMachineInstance": 1},
+			e.ownedObjects(t, ns, uid), "machine %s", uid)
+	}
+}
+
+// Deleting a bound machine: its claim becomes Lost (in the same write that
+// removes the machine), the machine is torn down in order, its identity
+// comes back.
+func (e *env) testDeletedWhileClaimed(t *testing.T) {
+	ns := e.namespace(t, "claimed")
+	e.fleet(t, "claimed", 2, nil)
+	ctx := context.Background()
+	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(ctx, &v1alpha1.MacOSMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.MacOSMachinePoolSpec{ClassName: "claimed", Replicas: ptr.To[int32](1), MaxMachines: ptr.To[int32](1)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+	_, err = e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "job"}, Spec: v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	framework.Eventually(t, 20*time.Second, func() string {
+		if len(e.boundClaims(t, ns)) != 1 {
+			return "claim not bound"
+		}
+		return ""
+	})
+	name := e.boundClaims(t, ns)["job"]
+	m := e.machine(t, ns, name)
+	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachines(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	e.gone(t, ns, name, 60*time.Second)
+	claim, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Get(ctx, "job", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, v1alpha1.ClaimLost, claim.Status.Phase)
+	if c := findCond(claim.Status.Conditions, "Bound"); assert.NotNil(t, c) {
+		assert.Equal(t, "MachineGone", c.Reason)
+	}
+	assert.Empty(t, e.ownedObjects(t, ns, string(m.UID)))
+	id, err := e.client.DockeriosV1alpha1().MacOSIdentities().Get(ctx, m.Status.IdentityRef.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, id.Status.Allocation)
+}
+
+// Agents unreachable while VMIs run: AgentReachable=False (not
+// GuestReady=False); when many go at once nothing is terminated, an Event
+// and a metric say it is a network fault; when they answer again the
+// machines are Ready again.
+func (e *env) testNetworkFault(t *testing.T) {
+	ns := e.namespace(t, "netfault")
+	e.fleet(t, "netfault", 4, func(c *v1alpha1.MacOSMachineClass) { c.Spec.StartTimeout = &metav1.Duration{Duration: 20 * time.Second} })
+	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(context.Background(), &v1alpha1.MacOSMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.MacOSMachinePoolSpec{ClassName: "netfault", Replicas: ptr.To[int32](4)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.waitPool(t, ns, "warm", 2*time.Minute, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 4 })
+	before := map[string]bool{}
+	for _, m := range e.machines(t, ns) {
+		before[m.Name] = true
+	}
+
+	e.h.PartitionAgents(true)
+	defer e.h.PartitionAgents(false)
+	for name := range before {
+		m := e.waitMachine(t, ns, name, 30*time.Second, "unreachable", func(m *v1alpha1.MacOSMachine) bool {
+			return condition(m, "AgentReachable").Reason == "Unreachable"
+		})
+		assert.Equal(t, metav1.ConditionTrue, condition(m, "GuestReady").Status, "an unreachable agent says nothing about the guest")
+		assert.Equal(t, metav1.ConditionFalse, condition(m, "Ready").Status)
+	}
+	for name := range before {
+		e.waitEvent(t, ns, "MacOSMachine", name, "AgentNetworkFault", "network fault")
+	}
+	assert.Contains(t, e.metrics(t), "dockerios_agent_network_fault 1")
+	// Longer than the class's startTimeout: still nothing terminated.
+	time.Sleep(25 * time.Second)
+	for _, m := range e.machines(t, ns) {
+		assert.True(t, before[m.Name], "machine %s appeared during the fault", m.Name)
+		assert.Nil(t, m.DeletionTimestamp, "machine %s terminated during the fault", m.Name)
+		assert.NotEqual(t, v1alpha1.MachineFailed, m.Status.Phase, m.Name)
+	}
+
+	e.h.PartitionAgents(false)
+	e.waitPool(t, ns, "warm", 60*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 4 })
+	framework.Eventually(t, 20*time.Second, func() string {
+		if !strings.Contains(e.metrics(t), "dockerios_agent_network_fault 0") {
+			return "fault metric not back to 0"
+		}
+		return ""
+	})
+}
+
+func (e *env) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(e.ctrl.HealthURL + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func findCond(cs []metav1.Condition, typ string) *metav1.Condition {
+	for i := range cs {
+		if cs[i].Type == typ {
+			return &cs[i]
+		}
+	}
+	return nil
+}
