@@ -136,7 +136,9 @@ func (e *env) testCloneFails(t *testing.T) {
 // identity released, nothing running.
 func (e *env) testStartTimeout(t *testing.T) {
 	ns := e.namespace(t, "stall")
-	e.fleet(t, "stall", 1, func(c *v1alpha1.MacOSMachineClass) { c.Spec.StartTimeout = &metav1.Duration{Duration: 10 * time.Second} })
+	e.fleet(t, "stall", 1, func(c *v1alpha1.MacOSMachineClass) {
+		c.Spec.StartTimeout = &metav1.Duration{Duration: 10 * time.Second}
+	})
 	m := e.createMachine(t, ns, "mac", "stall")
 	e.h.StallBoot(string(m.UID), true)
 	defer e.h.StallBoot(string(m.UID), false)
@@ -289,7 +291,9 @@ func (e *env) testDeletedWhileClaimed(t *testing.T) {
 // machines are Ready again.
 func (e *env) testNetworkFault(t *testing.T) {
 	ns := e.namespace(t, "netfault")
-	e.fleet(t, "netfault", 4, func(c *v1alpha1.MacOSMachineClass) { c.Spec.StartTimeout = &metav1.Duration{Duration: 20 * time.Second} })
+	e.fleet(t, "netfault", 4, func(c *v1alpha1.MacOSMachineClass) {
+		c.Spec.StartTimeout = &metav1.Duration{Duration: 20 * time.Second}
+	})
 	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(context.Background(), &v1alpha1.MacOSMachinePool{
 		ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.MacOSMachinePoolSpec{ClassName: "netfault", Replicas: ptr.To[int32](4)},
 	}, metav1.CreateOptions{})
