@@ -45,6 +45,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("MachineLifecycle", e.testMachineLifecycle)
 	t.Run("PoolFillsAndClaimsBind", e.testPoolAndClaims)
 	t.Run("FailureRules", e.testFailureRules)
+	t.Run("CrashStorm", e.testCrashStorm)
 }
 
 // One machine goes Pending → Provisioning → Starting → Ready with the real
