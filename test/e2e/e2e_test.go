@@ -87,7 +87,7 @@ func (e *env) testMachineLifecycle(t *testing.T) {
 // waitPoolCounts waits for an identity pool's status to count free and
 // allocated identities (the apiserver updates the counts shortly after
 // the writes that change them).
-func (e *env) waitPoolCounts(t *testing.T, pool string, free, allocated int32) {
+func (e *env) waitPoolCounts(t testing.TB, pool string, free, allocated int32) {
 	t.Helper()
 	framework.Eventually(t, 30*time.Second, func() string {
 		p, err := e.client.DockeriosV1alpha1().MacOSIdentityPools().Get(context.Background(), pool, metav1.GetOptions{})
@@ -103,7 +103,7 @@ func (e *env) waitPoolCounts(t *testing.T, pool string, free, allocated int32) {
 
 // ownedObjects counts, by kind, the objects in ns labelled with the machine
 // UID (everything the controller makes for a machine carries it).
-func (e *env) ownedObjects(t *testing.T, ns, uid string) map[string]int {
+func (e *env) ownedObjects(t testing.TB, ns, uid string) map[string]int {
 	t.Helper()
 	ctx := context.Background()
 	sel := metav1.ListOptions{LabelSelector: labels.Set{machine.MachineUIDLabel: uid}.String()}
@@ -236,7 +236,7 @@ func (e *env) testPoolAndClaims(t *testing.T) {
 	e.waitPoolCounts(t, "pool", 16, 0)
 }
 
-func (e *env) boundClaims(t *testing.T, ns string) map[string]string {
+func (e *env) boundClaims(t testing.TB, ns string) map[string]string {
 	t.Helper()
 	l, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
@@ -249,7 +249,7 @@ func (e *env) boundClaims(t *testing.T, ns string) map[string]string {
 	return out
 }
 
-func (e *env) waitPool(t *testing.T, ns, name string, within time.Duration, ok func(*v1alpha1.MacOSMachinePool) bool) {
+func (e *env) waitPool(t testing.TB, ns, name string, within time.Duration, ok func(*v1alpha1.MacOSMachinePool) bool) {
 	t.Helper()
 	framework.Eventually(t, within, func() string {
 		p, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Get(context.Background(), name, metav1.GetOptions{})

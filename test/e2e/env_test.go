@@ -70,7 +70,7 @@ type env struct {
 }
 
 // start brings the environment up once per package.
-func start(t *testing.T) *env {
+func start(t testing.TB, opts ...func(*harness.Config)) *env {
 	t.Helper()
 	e := &env{}
 	e.cp = framework.StartControlPlane(t)
@@ -84,7 +84,11 @@ func start(t *testing.T) *env {
 	ctx := context.Background()
 	require.NoError(t, harness.InstallCRDs(ctx, e.cfg))
 	e.ctrl = e.cp.StartController(t, "--storage-hold-back="+storageHoldBack.String(), "--agent-timeout=2s")
-	e.h, err = harness.Start(ctx, harness.Config{RESTConfig: e.cfg, AgentBinary: harness.AgentBinary(t), WorkDir: t.TempDir()})
+	hc := harness.Config{RESTConfig: e.cfg, AgentBinary: harness.AgentBinary(t), WorkDir: t.TempDir()}
+	for _, o := range opts {
+		o(&hc)
+	}
+	e.h, err = harness.Start(ctx, hc)
 	require.NoError(t, err)
 	t.Cleanup(e.h.Stop)
 	return e
@@ -92,7 +96,7 @@ func start(t *testing.T) *env {
 
 // fleet makes an identity pool of n identities, an image and a class named
 // name, with class options applied.
-func (e *env) fleet(t *testing.T, name string, n int, class func(*v1alpha1.MacOSMachineClass)) {
+func (e *env) fleet(t testing.TB, name string, n int, class func(*v1alpha1.MacOSMachineClass)) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := e.client.DockeriosV1alpha1().MacOSIdentityPools().Create(ctx, &v1alpha1.MacOSIdentityPool{
@@ -118,7 +122,7 @@ func (e *env) fleet(t *testing.T, name string, n int, class func(*v1alpha1.MacOS
 
 // addIdentities adds n identities to pool; values never repeat within the
 // package (one generator, advanced under a lock).
-func (e *env) addIdentities(t *testing.T, pool string, n int) {
+func (e *env) addIdentities(t testing.TB, pool string, n int) {
 	t.Helper()
 	e.mu.Lock()
 	from := e.nextIdent
@@ -139,14 +143,14 @@ func (e *env) addIdentities(t *testing.T, pool string, n int) {
 	}
 }
 
-func (e *env) namespace(t *testing.T, name string) string {
+func (e *env) namespace(t testing.TB, name string) string {
 	t.Helper()
 	_, err := e.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return name
 }
 
-func (e *env) machines(t *testing.T, ns string) []v1alpha1.MacOSMachine {
+func (e *env) machines(t testing.TB, ns string) []v1alpha1.MacOSMachine {
 	t.Helper()
 	l, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
@@ -154,14 +158,14 @@ func (e *env) machines(t *testing.T, ns string) []v1alpha1.MacOSMachine {
 	return l.Items
 }
 
-func (e *env) machine(t *testing.T, ns, name string) *v1alpha1.MacOSMachine {
+func (e *env) machine(t testing.TB, ns, name string) *v1alpha1.MacOSMachine {
 	t.Helper()
 	m, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return m
 }
 
-func (e *env) createMachine(t *testing.T, ns, name, class string) *v1alpha1.MacOSMachine {
+func (e *env) createMachine(t testing.TB, ns, name, class string) *v1alpha1.MacOSMachine {
 	t.Helper()
 	m, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Create(context.Background(), &v1alpha1.MacOSMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.MacOSMachineSpec{ClassName: class}}, metav1.CreateOptions{})
@@ -170,7 +174,7 @@ func (e *env) createMachine(t *testing.T, ns, name, class string) *v1alpha1.MacO
 }
 
 // waitMachine waits until the machine satisfies ok, failing with its status.
-func (e *env) waitMachine(t *testing.T, ns, name string, within time.Duration, what string, ok func(*v1alpha1.MacOSMachine) bool) *v1alpha1.MacOSMachine {
+func (e *env) waitMachine(t testing.TB, ns, name string, within time.Duration, what string, ok func(*v1alpha1.MacOSMachine) bool) *v1alpha1.MacOSMachine {
 	t.Helper()
 	var last *v1alpha1.MacOSMachine
 	framework.Eventually(t, within, func() string {
@@ -208,7 +212,7 @@ func condition(m *v1alpha1.MacOSMachine, typ string) metav1.Condition {
 }
 
 // events returns the reasons and messages of Events about obj.
-func (e *env) events(t *testing.T, ns, kind, name string) []corev1.Event {
+func (e *env) events(t testing.TB, ns, kind, name string) []corev1.Event {
 	t.Helper()
 	sel := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name}.AsSelector().String()
 	l, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: sel})
@@ -216,7 +220,7 @@ func (e *env) events(t *testing.T, ns, kind, name string) []corev1.Event {
 	return l.Items
 }
 
-func (e *env) waitEvent(t *testing.T, ns, kind, name, reason, contains string) corev1.Event {
+func (e *env) waitEvent(t testing.TB, ns, kind, name, reason, contains string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
 	framework.Eventually(t, 30*time.Second, func() string {
@@ -231,7 +235,7 @@ func (e *env) waitEvent(t *testing.T, ns, kind, name, reason, contains string) c
 	return found
 }
 
-func (e *env) gone(t *testing.T, ns, name string, within time.Duration) {
+func (e *env) gone(t testing.TB, ns, name string, within time.Duration) {
 	t.Helper()
 	framework.Eventually(t, within, func() string {
 		m, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -253,7 +257,7 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func (e *env) dynamic(t *testing.T) dynamic.Interface {
+func (e *env) dynamic(t testing.TB) dynamic.Interface {
 	t.Helper()
 	d, err := dynamic.NewForConfig(e.cfg)
 	require.NoError(t, err)

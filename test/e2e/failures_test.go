@@ -335,7 +335,7 @@ func (e *env) testNetworkFault(t *testing.T) {
 	})
 }
 
-func (e *env) metrics(t *testing.T) string {
+func (e *env) metrics(t testing.TB) string {
 	t.Helper()
 	resp, err := http.Get(e.ctrl.HealthURL + "/metrics")
 	require.NoError(t, err)

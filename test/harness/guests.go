@@ -228,7 +228,7 @@ func (h *Harness) startAgent(g *guest, token []byte) error {
 	var cfg agentConfig
 	cfg.Listen = g.addr
 	cfg.Token.File = g.file("token")
-	cfg.PollInterval = "200ms"
+	cfg.PollInterval = h.cfg.AgentPollInterval.String()
 	cfg.Session.ConsoleDevice = g.file("console")
 	cfg.Disk.Path, cfg.Disk.Floor = g.dir, "1"
 	cfg.Checks = []agentCheck{{Name: "setup-done", Kind: "pathExists", Path: g.file("setup-done"), Timeout: "1s"}}

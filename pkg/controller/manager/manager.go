@@ -149,9 +149,10 @@ func Run(ctx context.Context, cfg Config) error {
 	m.registerMetrics(cfg.Registry, d)
 
 	// Event wiring.
+	handleRelevant(machines.Informer(), machineRelevant, func(obj any) { m.machines.Add(key(obj.(metav1.Object))) })
+	// Pools and class claims care about phases and readiness too.
 	handle(machines.Informer(), func(obj any) {
 		mm := obj.(*v1alpha1.MacOSMachine)
-		m.machines.Add(key(mm))
 		if p := mm.Labels[v1alpha1.MachinePoolLabel]; p != "" {
 			m.pools.Add(mm.Namespace + "/" + p)
 		}
@@ -182,15 +183,16 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	_ = d.MacOSImages().Informer()
 	_ = d.MacOSIdentities().Informer()
-	for _, inf := range []cache.SharedIndexInformer{
-		kf.Core().V1().Secrets().Informer(), kf.Core().V1().PersistentVolumeClaims().Informer(), kf.Batch().V1().Jobs().Informer(),
-		vms.Informer(), vmis.Informer(), dvs.Informer(),
+	for inf, relevant := range map[cache.SharedIndexInformer]relevantFunc{
+		kf.Core().V1().Secrets().Informer(): metadataOnly, kf.Core().V1().PersistentVolumeClaims().Informer(): metadataOnly,
+		kf.Batch().V1().Jobs().Informer(): jobRelevant,
+		vms.Informer():                    virtualMachineRelevant, vmis.Informer(): virtualMachineInstanceRelevant, dvs.Informer(): dataVolumeRelevant,
 	} {
-		handle(inf, m.enqueueOwner)
+		handleRelevant(inf, relevant, m.enqueueOwner)
 	}
 
 	// A node's readiness change reaches the machines running there.
-	handle(nodes.Informer(), func(obj any) {
+	handleRelevant(nodes.Informer(), nodeRelevant, func(obj any) {
 		n := obj.(metav1.Object)
 		all, _ := machines.Lister().List(labels.Everything())
 		for _, mm := range all {
@@ -256,7 +258,7 @@ var queueNames = map[workqueue.TypedRateLimitingInterface[string]]string{}
 func newQueue(name string) workqueue.TypedRateLimitingInterface[string] {
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedMaxOfRateLimiter(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 2*time.Minute),
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 2*time.Minute),
 		),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
 	queueNames[q] = name

@@ -31,6 +31,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
@@ -196,18 +198,29 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 		}
 	}
 	oldestFirst(waiting)
+	// Pair claims and machines first (oldest claim, oldest machine), then
+	// bind the pairs at once: each bind is a round trip through the
+	// apiserver, and a claim should not wait for the binds before it.
 	taken := map[string]bool{}
+	type pair struct {
+		c *v1alpha1.MacOSMachineClaim
+		m *v1alpha1.MacOSMachine
+	}
+	var pairs []pair
 	for _, c := range waiting {
 		for _, m := range live {
 			if taken[m.Name] || m.Status.ClaimRef != nil || !ready(m) || !matches(c, m) {
 				continue
 			}
 			taken[m.Name] = true
-			if err := r.bind(ctx, c, m); err != nil {
-				errs = append(errs, err)
-			}
+			pairs = append(pairs, pair{c, m})
 			break
 		}
+	}
+	if len(pairs) > 0 {
+		start := time.Now()
+		errs = append(errs, parallel(len(pairs), func(i int) error { return r.bind(ctx, pairs[i].c, pairs[i].m) })...)
+		r.Log.Debug("bound claims", "namespace", namespace, "pool", name, "waiting", len(waiting), "bound", len(pairs), "took", time.Since(start).String())
 	}
 
 	// Keep replicas unbound machines (Ready or on their way), within
@@ -232,18 +245,20 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 	}
 	want := ptr.Deref(p.Spec.Replicas, v1alpha1.DefaultPoolReplicas)
 	total := int32(len(machines)) + inflight
-	for unbound < want {
-		if max := p.Spec.MaxMachines; max != nil && total >= *max {
-			break
-		}
-		created, err := r.Client.DockeriosV1alpha1().MacOSMachines(namespace).Create(ctx, r.newMachine(p), metav1.CreateOptions{})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("creating a machine for pool %s: %w", p.Name, err))
-			break
-		}
-		r.expect.add(namespace+"/"+name, created.Name, time.Now())
-		unbound++
-		total++
+	create := want - unbound
+	if max := p.Spec.MaxMachines; max != nil && total+create > *max {
+		create = *max - total
+	}
+	if create > 0 {
+		errs = append(errs, parallel(int(create), func(int) error {
+			created, err := r.Client.DockeriosV1alpha1().MacOSMachines(namespace).Create(ctx, r.newMachine(p), metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("creating a machine for pool %s: %w", p.Name, err)
+			}
+			r.expect.add(namespace+"/"+name, created.Name, time.Now())
+			return nil
+		})...)
+		unbound += create
 	}
 	// Too many unbound (replicas lowered): remove those furthest from
 	// Ready, newest first.
@@ -268,6 +283,27 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 
 	errs = append(errs, r.writePoolStatus(ctx, p, unbound, readyUnbound, bound))
 	return errors.Join(errs...)
+}
+
+// maxParallel bounds the API calls one pool reconcile makes at once.
+const maxParallel = 16
+
+// parallel runs f(0..n-1), at most maxParallel at a time, and returns
+// the errors.
+func parallel(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, maxParallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 func matches(c *v1alpha1.MacOSMachineClaim, m *v1alpha1.MacOSMachine) bool {
@@ -345,11 +381,15 @@ func (r *Reconciler) writePoolStatus(ctx context.Context, p *v1alpha1.MacOSMachi
 	if equalStatus(&p.Status, st) {
 		return nil
 	}
-	q := p.DeepCopy()
-	q.Status = *st
-	_, err := r.Client.DockeriosV1alpha1().MacOSMachinePools(p.Namespace).UpdateStatus(ctx, q, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) {
-		return errRetry
+	// A merge patch of status: the pool's status is this controller's
+	// alone, so there is no one to conflict with but a stale cache.
+	patch, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		return err
+	}
+	_, err = r.Client.DockeriosV1alpha1().MacOSMachinePools(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
 	return err
 }

@@ -1,0 +1,142 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package manager
+
+import (
+	"reflect"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+)
+
+// An update event reconciles a machine only when it changed something a
+// reconcile reads: most updates are status the controller wrote itself, or
+// status of KubeVirt's and CDI's objects that no decision depends on, and
+// reconciling for them would only repeat the previous pass. Resyncs (same
+// resourceVersion) always pass: they are the safety net.
+
+// relevantFunc says whether an update from old to new matters.
+type relevantFunc func(old, new any) bool
+
+func resync(old, new any) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := new.(metav1.Object)
+	return ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion()
+}
+
+func deletionChanged(o, n metav1.Object) bool {
+	return !reflect.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp())
+}
+
+// machineRelevant: what the machine reconciler acts on, not the status it
+// wrote (phase, conditions, agent report).
+func machineRelevant(old, new any) bool {
+	o, n := old.(*v1alpha1.MacOSMachine), new.(*v1alpha1.MacOSMachine)
+	released := func(m *v1alpha1.MacOSMachine) bool {
+		return meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased)
+	}
+	return o.Generation != n.Generation || deletionChanged(o, n) ||
+		!reflect.DeepEqual(o.Finalizers, n.Finalizers) || !reflect.DeepEqual(o.Labels, n.Labels) ||
+		!reflect.DeepEqual(o.Status.IdentityRef, n.Status.IdentityRef) || !reflect.DeepEqual(o.Status.ClaimRef, n.Status.ClaimRef) ||
+		released(o) != released(n) || (o.Status.Phase == "" && n.Status.Phase != "")
+}
+
+func jobRelevant(old, new any) bool {
+	o, n := old.(*batchv1.Job), new.(*batchv1.Job)
+	return deletionChanged(o, n) || !reflect.DeepEqual(o.Status.Conditions, n.Status.Conditions)
+}
+
+// metadataOnly: Secrets (immutable) and the bootdisk PVC (whose only
+// changes are the controller's own annotation and its binding) matter when
+// they come and go.
+func metadataOnly(old, new any) bool {
+	return deletionChanged(old.(metav1.Object), new.(metav1.Object))
+}
+
+// unstructuredRelevant compares the given fields of KubeVirt/CDI objects.
+func unstructuredRelevant(fields ...[]string) relevantFunc {
+	return func(old, new any) bool {
+		o, ok1 := old.(*unstructured.Unstructured)
+		n, ok2 := new.(*unstructured.Unstructured)
+		if !ok1 || !ok2 {
+			return true
+		}
+		if deletionChanged(o, n) {
+			return true
+		}
+		for _, f := range fields {
+			a, _, _ := unstructured.NestedFieldNoCopy(o.Object, f...)
+			b, _, _ := unstructured.NestedFieldNoCopy(n.Object, f...)
+			if !reflect.DeepEqual(a, b) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+var (
+	// A DataVolume's phase decides SystemDiskReady; its conditions carry
+	// the failure message.
+	dataVolumeRelevant = unstructuredRelevant([]string{"status", "phase"}, []string{"status", "conditions"})
+	// A VirtualMachine's own status is KubeVirt's summary of its VMI,
+	// which is watched itself; its run strategy is the controller's.
+	virtualMachineRelevant         = unstructuredRelevant([]string{"spec", "runStrategy"})
+	virtualMachineInstanceRelevant = unstructuredRelevant([]string{"status", "phase"}, []string{"status", "nodeName"},
+		[]string{"status", "interfaces"}, []string{"status", "phaseTransitionTimestamps"})
+)
+
+func nodeRelevant(old, new any) bool {
+	ready := func(n *corev1.Node) corev1.ConditionStatus {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status
+			}
+		}
+		return corev1.ConditionUnknown
+	}
+	return ready(old.(*corev1.Node)) != ready(new.(*corev1.Node))
+}
+
+// handleRelevant is handle with update events filtered by relevant.
+func handleRelevant(inf cache.SharedIndexInformer, relevant relevantFunc, f func(any)) {
+	unwrap := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if _, ok := obj.(metav1.Object); ok {
+			f(obj)
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: unwrap,
+		UpdateFunc: func(old, obj any) {
+			if resync(old, obj) || relevant(old, obj) {
+				unwrap(obj)
+			}
+		},
+		DeleteFunc: unwrap,
+	})
+	runtime.Must(err)
+}
