@@ -1,68 +1,129 @@
 #!/usr/bin/env bash
-# Brings DockerIOS up on this machine for development: builds the apiserver
-# and starts it in --local mode (HTTPS on 127.0.0.1, its own CA and admin
-# certificate, embedded etcd) in the background, with its state in .dockerios/.
-# Objects survive restarts. Stop it with hack/local-down.sh.
+# Brings the whole DockerIOS stack up on this machine, in the background:
+# etcd, kube-apiserver and kube-controller-manager; the DockerIOS apiserver
+# behind kube-apiserver (its APIService); the DockerIOS controller; the test
+# harness playing KubeVirt, CDI, the Job controller and the macOS guests
+# (each guest runs the real agent binary); and a demo pool and claim in
+# namespace "demo". It is bin/localstack (hack/localstack), built here.
 #
-#   PORT=9443       the HTTPS port
-#   DATA_DIR=...    where etcd data, certificates, kubeconfig and log live
+# The first run builds etcd, kube-apiserver and kube-controller-manager from
+# source (hack/build-control-plane.sh, ~10 minutes); later runs reuse bin/.
+# The stack's state lives for one run only: hack/local-down.sh stops it and
+# nothing is kept but the logs.
+#
+#   DATA_DIR=...         state directory: kubeconfig, pid, logs, this run's
+#                        files (default .dockerios/)
+#   KUBECTL=...          the kubectl to use (default: kubectl on PATH)
+#   LOCALSTACK_ARGS=...  extra flags for bin/localstack (bin/localstack --help),
+#                        e.g. "--no-demo" or "--boot-delay=10s"
 set -o errexit
 set -o nounset
 set -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "${ROOT}"
-PORT="${PORT:-9443}"
 DATA_DIR="${DATA_DIR:-${ROOT}/.dockerios}"
-PID_FILE="${DATA_DIR}/apiserver.pid"
-LOG_FILE="${DATA_DIR}/apiserver.log"
+PID_FILE="${DATA_DIR}/localstack.pid"
+LOG_FILE="${DATA_DIR}/localstack.log"
 KUBECONFIG_FILE="${DATA_DIR}/admin.kubeconfig"
-KUBECTL="${KUBECTL:-kubectl}"
+KUBECTL="${KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}"
+WAIT_SECONDS=180
 
 "${ROOT}/hack/ensure-go.sh"
+if [[ ! -x "${KUBECTL}" ]]; then
+  echo "kubectl is needed (set KUBECTL)." >&2
+  exit 1
+fi
+
+usage() {
+  cat <<MSG
+
+DockerIOS is up (log: ${LOG_FILE}).
+$(cat "${DATA_DIR}/endpoints.txt" 2>/dev/null | sed 's/^/  /')
+
+Use it with kubectl:
+
+  export KUBECONFIG=${KUBECONFIG_FILE}
+  kubectl get mm -n demo -w          # machines: Pending -> Provisioning -> Starting -> Ready
+  kubectl get mmclaim -n demo        # the claim build-1, Bound to a machine
+  kubectl get mmpool -n demo         # the warm pool: replicas, ready, bound
+  kubectl describe mm -n demo        # conditions and events of each machine
+  kubectl delete mmclaim build-1 -n demo   # its machine is disposed of
+
+hack/local-down.sh stops it.
+MSG
+}
 
 if [[ -f "${PID_FILE}" ]] && kill -0 "$(cat "${PID_FILE}")" 2>/dev/null; then
   echo "DockerIOS is already running (pid $(cat "${PID_FILE}")); hack/local-down.sh stops it."
-else
-  echo "Building bin/dockerios-apiserver ..."
-  go build -o "${ROOT}/bin/dockerios-apiserver" ./cmd/apiserver
-  mkdir -p "${DATA_DIR}"
-  rm -f "${KUBECONFIG_FILE}"
-  nohup "${ROOT}/bin/dockerios-apiserver" --local --data-dir "${DATA_DIR}" --secure-port "${PORT}" \
-    >"${LOG_FILE}" 2>&1 </dev/null &
-  echo $! >"${PID_FILE}"
-
-  echo "Waiting for DockerIOS to be ready on https://127.0.0.1:${PORT} ..."
-  for _ in $(seq 1 120); do
-    if ! kill -0 "$(cat "${PID_FILE}")" 2>/dev/null; then
-      echo "The apiserver exited; its log (${LOG_FILE}) ends with:" >&2
-      tail -n 20 "${LOG_FILE}" >&2
-      rm -f "${PID_FILE}"
-      exit 1
-    fi
-    if [[ -f "${KUBECONFIG_FILE}" ]] && "${KUBECTL}" --kubeconfig "${KUBECONFIG_FILE}" get --raw /readyz >/dev/null 2>&1; then
-      break
-    fi
-    sleep 1
-  done
-  if ! "${KUBECTL}" --kubeconfig "${KUBECONFIG_FILE}" get --raw /readyz >/dev/null 2>&1; then
-    echo "DockerIOS did not become ready within 2 minutes; see ${LOG_FILE}" >&2
-    exit 1
-  fi
+  usage
+  exit 0
 fi
 
-cat <<MSG
+echo "== Control plane: etcd, kube-apiserver, kube-controller-manager (built from source on the first run, ~10 minutes)"
+"${ROOT}/hack/build-control-plane.sh"
 
-DockerIOS is up: https://127.0.0.1:${PORT} (log: ${LOG_FILE})
-Use it with kubectl:
+echo "== DockerIOS: apiserver, controller, guest agent, localstack"
+for target in dockerios-apiserver:./cmd/apiserver dockerios-controller:./cmd/controller \
+  dockerios-agent:./agent/cmd/dockerios-agent localstack:./hack/localstack; do
+  echo "build   bin/${target%%:*}"
+  go build -o "${ROOT}/bin/${target%%:*}" "${target#*:}"
+done
 
-  kubectl --kubeconfig ${KUBECONFIG_FILE} api-resources --api-group=dockerios.io
+export KUBECTL
+export DOCKERIOS_APISERVER_BIN="${ROOT}/bin/dockerios-apiserver"
+export DOCKERIOS_CONTROLLER_BIN="${ROOT}/bin/dockerios-controller"
+export DOCKERIOS_AGENT_BIN="${ROOT}/bin/dockerios-agent"
+export DOCKERIOS_ETCD_BIN="${ROOT}/bin/etcd"
+export DOCKERIOS_KUBE_APISERVER_BIN="${ROOT}/bin/kube-apiserver"
+export DOCKERIOS_KUBE_CONTROLLER_MANAGER_BIN="${ROOT}/bin/kube-controller-manager"
 
-or, for the whole shell session:
+mkdir -p "${DATA_DIR}"
+rm -f "${KUBECONFIG_FILE}" "${DATA_DIR}/endpoints.txt"
+# localstack runs in a session (and process group) of its own, so that
+# hack/local-down.sh can stop everything it started, and a Ctrl-C here does
+# not reach it.
+launcher=()
+if command -v setsid >/dev/null 2>&1; then
+  launcher=(setsid)
+fi
+# shellcheck disable=SC2086 # LOCALSTACK_ARGS is a list of flags
+"${launcher[@]}" nohup "${ROOT}/bin/localstack" --state-dir "${DATA_DIR}" ${LOCALSTACK_ARGS:-} \
+  >"${LOG_FILE}" 2>&1 </dev/null &
+echo $! >"${PID_FILE}"
+pid="$(cat "${PID_FILE}")"
 
-  export KUBECONFIG=${KUBECONFIG_FILE}
-  kubectl apply -f artifacts/examples/
-  kubectl get dockerios
-
-Stop it with hack/local-down.sh; your objects are kept in ${DATA_DIR}.
-MSG
+echo "== Starting the stack (pid ${pid}, log ${LOG_FILE}) ..."
+trap 'echo "Interrupted; stopping the stack." >&2; "${ROOT}/hack/local-down.sh"; exit 130' INT TERM
+shown=0
+ready=""
+for _ in $(seq 1 "${WAIT_SECONDS}"); do
+  # Show what localstack has done so far.
+  lines="$(wc -l <"${LOG_FILE}")"
+  if ((lines > shown)); then
+    # Its own steps only: not the harness's actions, nor the summary
+    # printed below.
+    sed -n "$((shown + 1)),${lines}p" "${LOG_FILE}" | grep -E '^[0-9]{4}/' | grep -v ' harness: ' | sed 's/^/  | /' || true
+    shown="${lines}"
+  fi
+  if ! kill -0 "${pid}" 2>/dev/null; then
+    echo "The stack exited while starting; its log (${LOG_FILE}) ends with:" >&2
+    tail -n 40 "${LOG_FILE}" >&2
+    rm -f "${PID_FILE}"
+    exit 1
+  fi
+  if [[ -f "${KUBECONFIG_FILE}" ]] &&
+    "${KUBECTL}" --kubeconfig "${KUBECONFIG_FILE}" get --raw /apis/dockerios.io/v1alpha1 >/dev/null 2>&1; then
+    ready=1
+    break
+  fi
+  sleep 1
+done
+if [[ -z "${ready}" ]]; then
+  echo "The stack did not come up within ${WAIT_SECONDS}s; its log (${LOG_FILE}) ends with:" >&2
+  tail -n 40 "${LOG_FILE}" >&2
+  "${ROOT}/hack/local-down.sh" >&2
+  exit 1
+fi
+trap - INT TERM
+usage
