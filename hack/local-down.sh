@@ -31,9 +31,9 @@ if [[ ! -f "${PID_FILE}" ]]; then
 fi
 pid="$(cat "${PID_FILE}")"
 if ! kill -0 "${pid}" 2>/dev/null; then
-  echo "DockerIOS is not running."
+  echo "DockerIOS is not running (pid ${pid} has exited; see ${DATA_DIR}/localstack.log)."
   kill_leftovers "${pid}"
-  rm -f "${PID_FILE}"
+  rm -f "${PID_FILE}" "${DATA_DIR}/admin.kubeconfig" "${DATA_DIR}/endpoints.txt"
   exit 0
 fi
 
@@ -56,5 +56,6 @@ if kill -0 "${pid}" 2>/dev/null; then
   done
 fi
 kill_leftovers "${pid}"
-rm -f "${PID_FILE}"
+# localstack removes these itself when it stops cleanly.
+rm -f "${PID_FILE}" "${DATA_DIR}/admin.kubeconfig" "${DATA_DIR}/endpoints.txt"
 echo "DockerIOS stopped; logs kept in ${DATA_DIR}."

@@ -19,6 +19,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
@@ -35,6 +37,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/controller/external"
 	"github.com/dockerios/dockerios/pkg/controller/machine"
 	"github.com/dockerios/dockerios/test/framework"
+	"github.com/dockerios/dockerios/test/harness"
 )
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
@@ -46,6 +49,8 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("PoolFillsAndClaimsBind", e.testPoolAndClaims)
 	t.Run("FailureRules", e.testFailureRules)
 	t.Run("CrashStorm", e.testCrashStorm)
+	t.Run("ArtifactsApplyWithKustomize", e.testArtifacts)
+	t.Run("ImageStatusSaysWhetherTheSourceIsReady", e.testImageStatus)
 }
 
 // One machine goes Pending → Provisioning → Starting → Ready with the real
@@ -266,4 +271,77 @@ func (e *env) waitPool(t testing.TB, ns, name string, within time.Duration, ok f
 		return fmt.Sprintf("pool %s/%s: replicas %d ready %d bound %d%s\ncontroller log tail:\n%s", ns, name,
 			p.Status.Replicas, p.Status.ReadyReplicas, p.Status.BoundMachines, b.String(), tail(e.ctrl.Output(), 10))
 	})
+}
+
+// `kubectl kustomize artifacts/` renders everything; artifacts/deploy is
+// valid for the real API (server-side dry run: the control plane's own
+// registration is not overwritten); the agent network and the sample fleet
+// are applied for real and the sample machine becomes Ready.
+func (e *env) testArtifacts(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	rendered := e.admin.MustRun(t, "", "kustomize", filepath.Join(root, "artifacts"))
+	for _, kind := range []string{"APIService", "MutatingWebhookConfiguration", "NetworkAttachmentDefinition", "NetworkPolicy",
+		"MacOSMachineClass", "MacOSImage", "MacOSMachinePool", "MacOSMachineClaim", "Deployment"} {
+		assert.Contains(t, rendered, "kind: "+kind)
+	}
+	// DockerIOS's own manifests against the live API without replacing
+	// this control plane's registration (a server dry run: the sample
+	// fleet cannot be dry-run, its machine needs its class to exist).
+	out := e.admin.MustRun(t, "", "apply", "-k", filepath.Join(root, "artifacts", "deploy"), "--dry-run=server")
+	assert.Contains(t, out, "deployment.apps/dockerios-controller created (server dry run)")
+	assert.Contains(t, out, "mutatingwebhookconfiguration.admissionregistration.k8s.io/dockerios-launcher-pods configured (server dry run)")
+
+	e.admin.MustRun(t, "", "apply", "-k", filepath.Join(root, "artifacts", "network"))
+	e.admin.MustRun(t, "", "apply", "-f", filepath.Join(root, "artifacts", "examples"))
+	e.waitMachine(t, "default", "mac-1", 2*time.Minute, "Ready", phaseIs(v1alpha1.MachineReady))
+
+	// Machines, pools and claims first: an identity held by a machine
+	// cannot be deleted until the machine is gone.
+	ex := func(f string) string { return filepath.Join(root, "artifacts", "examples", f) }
+	e.admin.MustRun(t, "", "delete", "--wait=true", "--timeout=2m", "-f", ex("06-claim.yaml"), "-f", ex("05-pool.yaml"))
+	e.admin.MustRun(t, "", "-n", "default", "delete", "mm", "-l", v1alpha1.MachinePoolLabel+"=warm", "--wait=true", "--timeout=2m")
+	e.admin.MustRun(t, "", "delete", "--wait=true", "--timeout=2m", "-f", ex("04-machine.yaml"))
+	e.admin.MustRun(t, "", "delete", "--wait=true", "--timeout=2m", "-f", ex("03-class.yaml"), "-f", ex("02-image.yaml"), "-f", ex("01-identity.yaml"), "-f", ex("00-identitypool.yaml"))
+}
+
+// A MacOSImage says whether its source can be cloned from.
+func (e *env) testImageStatus(t *testing.T) {
+	ctx := context.Background()
+	e.namespace(t, "golden")
+	ds := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+		"metadata": map[string]any{"name": "sonoma", "namespace": "golden"},
+		"spec":     map[string]any{"source": map[string]any{"pvc": map[string]any{"namespace": "golden", "name": "sonoma-disk"}}},
+	}}
+	created, err := e.dynamic(t).Resource(harness.DataSourceGVR).Namespace("golden").Create(ctx, ds, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedSlice(created.Object, []any{map[string]any{
+		"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
+		"status", "conditions"))
+	_, err = e.dynamic(t).Resource(harness.DataSourceGVR).Namespace("golden").UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	for name, src := range map[string]string{"img-ready": "sonoma", "img-missing": "absent"} {
+		_, err := e.client.DockeriosV1alpha1().MacOSImages().Create(ctx, &v1alpha1.MacOSImage{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.MacOSImageSpec{Release: "14.6", Source: v1alpha1.ImageSource{
+				DataSource: &v1alpha1.NamespacedObjectReference{Namespace: "golden", Name: src}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for name, want := range map[string]string{"img-ready": "True/SourceReady", "img-missing": "False/SourceNotFound"} {
+		framework.Eventually(t, 30*time.Second, func() string {
+			img, err := e.client.DockeriosV1alpha1().MacOSImages().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			c := findCond(img.Status.Conditions, "Ready")
+			if c == nil || string(c.Status)+"/"+c.Reason != want {
+				return fmt.Sprintf("image %s Ready condition %+v, want %s", name, c, want)
+			}
+			if c.Message == "" {
+				return "no message"
+			}
+			return ""
+		})
+	}
 }

@@ -223,7 +223,7 @@ func (e *env) events(t testing.TB, ns, kind, name string) []corev1.Event {
 func (e *env) waitEvent(t testing.TB, ns, kind, name, reason, contains string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
-	framework.Eventually(t, 30*time.Second, func() string {
+	framework.Eventually(t, 60*time.Second, func() string {
 		for _, ev := range e.events(t, ns, kind, name) {
 			if ev.Reason == reason && strings.Contains(ev.Message, contains) {
 				found = ev

@@ -71,6 +71,10 @@ var standIns = []crd{
 	{group: "cdi.kubevirt.io", version: "v1beta1", kind: "DataSource", plural: "datasources", singular: "datasource",
 		shortNames: []string{"das"},
 		columns:    `[{name: Age, type: date, jsonPath: .metadata.creationTimestamp}]`},
+	// Multus's, for the agent network of artifacts/ (nothing plays Multus).
+	{group: "k8s.cni.cncf.io", version: "v1", kind: "NetworkAttachmentDefinition", plural: "network-attachment-definitions", singular: "network-attachment-definition",
+		shortNames: []string{"net-attach-def"},
+		columns:    `[{name: Age, type: date, jsonPath: .metadata.creationTimestamp}]`},
 }
 
 func (c crd) object() (*unstructured.Unstructured, error) {

@@ -69,9 +69,13 @@ const (
 	// DefaultStorageHoldBack is how long new machines of a class wait after
 	// a clone into its StorageClass failed, before one tries again.
 	DefaultStorageHoldBack = 5 * time.Minute
-	// pollStarting and pollReady are how often the agent is asked.
-	pollStarting = 3 * time.Second
-	pollReady    = 20 * time.Second
+	// While a machine starts its agent is asked every quarter of the time
+	// since its VM started running, between pollStartingMin and
+	// pollStartingMax: quickly when an answer is due, rarely for a slow
+	// boot. A Ready machine's agent is asked every pollReady.
+	pollStartingMin = 2 * time.Second
+	pollStartingMax = 15 * time.Second
+	pollReady       = 30 * time.Second
 	// agentSeenRefresh: a Ready machine's status is rewritten for the
 	// agent's lastSeenTime alone at most this often.
 	agentSeenRefresh = 2 * time.Minute
@@ -141,8 +145,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 	}
 	m = m.DeepCopy()
 	if m.DeletionTimestamp != nil {
+		r.Metrics.done(m.UID, false)
 		return r.teardown(ctx, m)
 	}
+	r.Metrics.reconciled(m)
 	o, err := r.observe(m)
 	if err != nil {
 		return Result{}, err
@@ -191,7 +197,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 	}
 	switch d.Status.Phase {
 	case v1alpha1.MachineStarting:
-		requeue = minPositive(requeue, pollStarting)
+		// Only a running VM has an agent to ask; until then the VMI's own
+		// events bring the machine back.
+		if since, ok := VMIRunningSince(o.VMI); ok {
+			requeue = minPositive(requeue, min(max(r.now().Sub(since)/4, pollStartingMin), pollStartingMax))
+		}
 	case v1alpha1.MachineReady:
 		requeue = minPositive(requeue, pollReady)
 	}
@@ -297,6 +307,15 @@ func ownedExternal[T any](m *v1alpha1.MacOSMachine, l cache.GenericLister, name 
 
 // act creates what is missing, in dependency order.
 func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed, requeue *time.Duration) error {
+	if m.Status.IdentityRef != nil && o.Identity == nil {
+		// Allocated from an identity the cache has not shown yet (one
+		// just added to the pool); identities are not watched per machine.
+		*requeue = minPositive(*requeue, time.Second)
+	}
+	if o.Class != nil && o.Image == nil {
+		// Images are not watched per machine either.
+		*requeue = minPositive(*requeue, 10*time.Second)
+	}
 	if m.Status.IdentityRef == nil || o.Identity == nil || o.Class == nil {
 		return nil
 	}
@@ -309,12 +328,17 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 	}
 	if o.PVC == nil {
 		pvc, err := r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Create(ctx, BootdiskPVC(m, o.Class), metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsAlreadyExists(err) {
+			// Made by an earlier pass the cache has not shown yet.
+			pvc, err = r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Get(ctx, NamesFor(m).BootdiskPVC, metav1.GetOptions{})
+			if err == nil && !mine(m, pvc) {
+				return fmt.Errorf("PersistentVolumeClaim %s belongs to another machine of this name; waiting for its teardown", pvc.Name)
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("creating bootdisk PersistentVolumeClaim: %w", err)
 		}
-		if err == nil {
-			o.PVC = pvc
-		}
+		o.PVC = pvc
 	}
 	if err := r.bootdisk(ctx, m, o, requeue); err != nil {
 		return err
@@ -324,7 +348,9 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		if err != nil {
 			return err
 		}
-		if err := external.Create(ctx, r.Dynamic, external.DataVolumes, dv); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := external.Create(ctx, r.Dynamic, external.DataVolumes, dv); apierrors.IsAlreadyExists(err) {
+			*requeue = minPositive(*requeue, time.Second) // the cache is behind
+		} else if err != nil {
 			return fmt.Errorf("creating system disk DataVolume: %w", err)
 		}
 		r.Recorder.Eventf(m, corev1.EventTypeNormal, "CloningSystemDisk", "cloning MacOSImage %s into DataVolume %s", o.Image.Name, dv.Name)
@@ -339,7 +365,9 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		if err != nil {
 			return err
 		}
-		if err := external.Create(ctx, r.Dynamic, external.VirtualMachines, vm); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := external.Create(ctx, r.Dynamic, external.VirtualMachines, vm); apierrors.IsAlreadyExists(err) {
+			*requeue = minPositive(*requeue, time.Second) // the cache is behind
+		} else if err != nil {
 			return fmt.Errorf("creating VirtualMachine: %w", err)
 		}
 		r.Recorder.Eventf(m, corev1.EventTypeNormal, "Starting", "bootdisk and system disk ready; started VirtualMachine %s", vm.Name)
@@ -384,7 +412,8 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 		}
 		created, err := r.Kube.BatchV1().Jobs(m.Namespace).Create(ctx, job, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return nil // the cache is behind; the Job's event brings us back
+			*requeue = minPositive(*requeue, time.Second) // the cache is behind
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("creating bootdisk Job: %w", err)

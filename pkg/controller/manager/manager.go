@@ -43,6 +43,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/controller/external"
+	"github.com/dockerios/dockerios/pkg/controller/image"
 	"github.com/dockerios/dockerios/pkg/controller/machine"
 	"github.com/dockerios/dockerios/pkg/controller/pool"
 	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
@@ -142,6 +143,8 @@ func Run(ctx context.Context, cfg Config) error {
 	pr := &pool.Reconciler{Client: client, Pools: d.MacOSMachinePools().Lister(), Machines: machines.Lister(),
 		Claims: d.MacOSMachineClaims().Lister(), Recorder: recorder, Log: cfg.Log.With("reconciler", "pool")}
 
+	ir := &image.Reconciler{Images: d.MacOSImages().Lister(), Client: client, Kube: kube, Dynamic: dyn}
+	images := newQueue("images")
 	m := &queues{
 		machines: newQueue("machines"), pools: newQueue("pools"), claims: newQueue("class-claims"), classMachines: newQueue("class-machines"),
 		machineIndex: machines.Informer().GetIndexer(),
@@ -172,7 +175,7 @@ func Run(ctx context.Context, cfg Config) error {
 			m.classMachines.Add(key(c))
 		}
 	})
-	handle(d.MacOSMachineClasses().Informer(), func(obj any) {
+	handleRelevant(d.MacOSMachineClasses().Informer(), classRelevant, func(obj any) {
 		c := obj.(*v1alpha1.MacOSMachineClass)
 		all, _ := machines.Lister().List(labels.Everything())
 		for _, mm := range all {
@@ -181,14 +184,16 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	})
-	_ = d.MacOSImages().Informer()
+	handleRelevant(d.MacOSImages().Informer(), func(old, new any) bool {
+		return old.(*v1alpha1.MacOSImage).Generation != new.(*v1alpha1.MacOSImage).Generation
+	}, func(obj any) { images.Add(obj.(metav1.Object).GetName()) })
 	_ = d.MacOSIdentities().Informer()
 	for inf, relevant := range map[cache.SharedIndexInformer]relevantFunc{
 		kf.Core().V1().Secrets().Informer(): metadataOnly, kf.Core().V1().PersistentVolumeClaims().Informer(): metadataOnly,
 		kf.Batch().V1().Jobs().Informer(): jobRelevant,
 		vms.Informer():                    virtualMachineRelevant, vmis.Informer(): virtualMachineInstanceRelevant, dvs.Informer(): dataVolumeRelevant,
 	} {
-		handleRelevant(inf, relevant, m.enqueueOwner)
+		handleOwned(inf, relevant, m.enqueueOwner)
 	}
 
 	// A node's readiness change reaches the machines running there.
@@ -235,12 +240,13 @@ func Run(ctx context.Context, cfg Config) error {
 		ns, name, _ := cache.SplitMetaNamespaceKey(k)
 		return 0, pr.ReconcileClassClaim(ctx, ns, name)
 	})
+	run(images, 1, func(ctx context.Context, k string) (time.Duration, error) { return ir.Reconcile(ctx, k) })
 	run(m.classMachines, 1, func(ctx context.Context, k string) (time.Duration, error) {
 		ns, name, _ := cache.SplitMetaNamespaceKey(k)
 		return 0, pr.ReconcileClassMachine(ctx, ns, name)
 	})
 	<-ctx.Done()
-	for _, q := range []workqueue.TypedRateLimitingInterface[string]{m.machines, m.pools, m.claims, m.classMachines} {
+	for _, q := range []workqueue.TypedRateLimitingInterface[string]{m.machines, m.pools, m.claims, m.classMachines, images} {
 		q.ShutDown()
 	}
 	wg.Wait()

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/controller/machine"
 )
 
 // An update event reconciles a machine only when it changed something a
@@ -59,12 +60,27 @@ func machineRelevant(old, new any) bool {
 	return o.Generation != n.Generation || deletionChanged(o, n) ||
 		!reflect.DeepEqual(o.Finalizers, n.Finalizers) || !reflect.DeepEqual(o.Labels, n.Labels) ||
 		!reflect.DeepEqual(o.Status.IdentityRef, n.Status.IdentityRef) || !reflect.DeepEqual(o.Status.ClaimRef, n.Status.ClaimRef) ||
-		released(o) != released(n) || (o.Status.Phase == "" && n.Status.Phase != "")
+		released(o) != released(n)
 }
 
+// classRelevant: a class's spec, or its StorageAvailable hold-back, decide
+// for every machine of the class; nothing else of it does.
+func classRelevant(old, new any) bool {
+	o, n := old.(*v1alpha1.MacOSMachineClass), new.(*v1alpha1.MacOSMachineClass)
+	storage := func(c *v1alpha1.MacOSMachineClass) *metav1.Condition {
+		return meta.FindStatusCondition(c.Status.Conditions, "StorageAvailable")
+	}
+	a, b := storage(o), storage(n)
+	return o.Generation != n.Generation || deletionChanged(o, n) || (a == nil) != (b == nil) ||
+		(a != nil && (a.Status != b.Status || !a.LastTransitionTime.Equal(&b.LastTransitionTime)))
+}
+
+// jobRelevant: only a Job finishing (Complete or Failed) changes a decision.
 func jobRelevant(old, new any) bool {
 	o, n := old.(*batchv1.Job), new.(*batchv1.Job)
-	return deletionChanged(o, n) || !reflect.DeepEqual(o.Status.Conditions, n.Status.Conditions)
+	a, _ := machine.JobFinished(o)
+	b, _ := machine.JobFinished(n)
+	return deletionChanged(o, n) || a != b
 }
 
 // metadataOnly: Secrets (immutable) and the bootdisk PVC (whose only
@@ -121,6 +137,18 @@ func nodeRelevant(old, new any) bool {
 
 // handleRelevant is handle with update events filtered by relevant.
 func handleRelevant(inf cache.SharedIndexInformer, relevant relevantFunc, f func(any)) {
+	handleFiltered(inf, true, relevant, f)
+}
+
+// handleOwned is for objects the controller creates itself: their
+// creation tells it nothing it does not know (and every object is listed
+// again, with its machine, when the controller starts); updates pass
+// relevant, deletions always pass (teardown waits for them).
+func handleOwned(inf cache.SharedIndexInformer, relevant relevantFunc, f func(any)) {
+	handleFiltered(inf, false, relevant, f)
+}
+
+func handleFiltered(inf cache.SharedIndexInformer, adds bool, relevant relevantFunc, f func(any)) {
 	unwrap := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -129,8 +157,12 @@ func handleRelevant(inf cache.SharedIndexInformer, relevant relevantFunc, f func
 			f(obj)
 		}
 	}
+	add := unwrap
+	if !adds {
+		add = nil
+	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: unwrap,
+		AddFunc: add,
 		UpdateFunc: func(old, obj any) {
 			if resync(old, obj) || relevant(old, obj) {
 				unwrap(obj)
