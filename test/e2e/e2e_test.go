@@ -47,6 +47,7 @@ func TestEndToEnd(t *testing.T) {
 	e := start(t)
 	t.Run("MachineLifecycle", e.testMachineLifecycle)
 	t.Run("PoolFillsAndClaimsBind", e.testPoolAndClaims)
+	t.Run("ClassClaimGetsAMachineOfItsOwn", e.testClassClaim)
 	t.Run("FailureRules", e.testFailureRules)
 	t.Run("CrashStorm", e.testCrashStorm)
 	t.Run("ArtifactsApplyWithKustomize", e.testArtifacts)
@@ -155,11 +156,7 @@ func (e *env) testPoolAndClaims(t *testing.T) {
 	ns := e.namespace(t, "pool")
 	e.fleet(t, "pool", 16, nil)
 	ctx := context.Background()
-	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(ctx, &v1alpha1.MacOSMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "warm"},
-		Spec:       v1alpha1.MacOSMachinePoolSpec{ClassName: "pool", Replicas: ptr.To[int32](5), MaxMachines: ptr.To[int32](14)},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "pool", Replicas: ptr.To[int32](5), MaxMachines: ptr.To[int32](14)})
 	e.waitPool(t, ns, "warm", 2*time.Minute, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 5 })
 
 	warm := map[string]bool{}
@@ -344,4 +341,31 @@ func (e *env) testImageStatus(t *testing.T) {
 			return ""
 		})
 	}
+}
+
+// A claim naming a class gets a machine of its own, named after it, bound
+// when Ready; deleting the claim disposes of the machine.
+func (e *env) testClassClaim(t *testing.T) {
+	ns := e.namespace(t, "classclaim")
+	e.fleet(t, "classclaim", 1, nil)
+	ctx := context.Background()
+	_, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "interactive"}, Spec: v1alpha1.MacOSMachineClaimSpec{ClassName: "classclaim"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.waitEvent(t, ns, "MacOSMachineClaim", "interactive", "MachineCreated", "MacOSMachine interactive of class classclaim")
+	framework.Eventually(t, 90*time.Second, func() string {
+		if m := e.boundClaims(t, ns)["interactive"]; m != "interactive" {
+			return fmt.Sprintf("claim bound to %q, want its own machine", m)
+		}
+		return ""
+	})
+	m := e.machine(t, ns, "interactive")
+	assert.Equal(t, v1alpha1.MachineReady, m.Status.Phase)
+	require.NotNil(t, m.Status.ClaimRef)
+	assert.Equal(t, "interactive", m.Status.ClaimRef.Name)
+
+	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Delete(ctx, "interactive", metav1.DeleteOptions{}))
+	e.gone(t, ns, "interactive", 60*time.Second)
+	assert.Empty(t, e.ownedObjects(t, ns, string(m.UID)))
+	e.waitPoolCounts(t, "classclaim", 1, 0)
 }

@@ -267,3 +267,11 @@ func (e *env) dynamic(t testing.TB) dynamic.Interface {
 func schemaGVR(g, v, r string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: g, Version: v, Resource: r}
 }
+
+// createPool creates a MacOSMachinePool.
+func (e *env) createPool(t testing.TB, ns, name string, spec v1alpha1.MacOSMachinePoolSpec) {
+	t.Helper()
+	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(context.Background(), &v1alpha1.MacOSMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}

@@ -162,10 +162,7 @@ func (e *env) testStartTimeout(t *testing.T) {
 func (e *env) testGuestFaults(t *testing.T) {
 	ns := e.namespace(t, "guest")
 	e.fleet(t, "guest", 4, func(c *v1alpha1.MacOSMachineClass) { c.Spec.PreserveDiskOnFailure = true })
-	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(context.Background(), &v1alpha1.MacOSMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.MacOSMachinePoolSpec{ClassName: "guest", Replicas: ptr.To[int32](1)},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "guest", Replicas: ptr.To[int32](1)})
 
 	for _, fault := range []struct {
 		name   string
@@ -205,10 +202,7 @@ func (e *env) testNodeLostWithGPU(t *testing.T) {
 	e.fleet(t, "gpu", 3, func(c *v1alpha1.MacOSMachineClass) {
 		c.Spec.HostDevices = []v1alpha1.HostDeviceSpec{{Name: "gpu0", DeviceName: "nvidia.com/GP102GL_Tesla_P40", GPU: true}}
 	})
-	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(context.Background(), &v1alpha1.MacOSMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.MacOSMachinePoolSpec{ClassName: "gpu", Replicas: ptr.To[int32](1)},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "gpu", Replicas: ptr.To[int32](1)})
 	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
 	victim := e.machines(t, ns)[0]
 	node := victim.Status.NodeName
@@ -255,12 +249,9 @@ func (e *env) testDeletedWhileClaimed(t *testing.T) {
 	ns := e.namespace(t, "claimed")
 	e.fleet(t, "claimed", 2, nil)
 	ctx := context.Background()
-	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(ctx, &v1alpha1.MacOSMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.MacOSMachinePoolSpec{ClassName: "claimed", Replicas: ptr.To[int32](1), MaxMachines: ptr.To[int32](1)},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "claimed", Replicas: ptr.To[int32](1), MaxMachines: ptr.To[int32](1)})
 	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
-	_, err = e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
+	_, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "job"}, Spec: v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	framework.Eventually(t, 20*time.Second, func() string {
@@ -297,10 +288,7 @@ func (e *env) testNetworkFault(t *testing.T) {
 	e.fleet(t, "netfault", 4, func(c *v1alpha1.MacOSMachineClass) {
 		c.Spec.StartTimeout = &metav1.Duration{Duration: 20 * time.Second}
 	})
-	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Create(context.Background(), &v1alpha1.MacOSMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.MacOSMachinePoolSpec{ClassName: "netfault", Replicas: ptr.To[int32](4)},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "netfault", Replicas: ptr.To[int32](4)})
 	e.waitPool(t, ns, "warm", 2*time.Minute, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 4 })
 	before := map[string]bool{}
 	for _, m := range e.machines(t, ns) {

@@ -44,6 +44,7 @@ const (
 	APIServerBinEnv = "DOCKERIOS_APISERVER_BIN"
 	PluginBinEnv    = "DOCKERIOS_KUBECTL_PLUGIN_BIN"
 	KubectlBinEnv   = "KUBECTL"
+	AgentBinEnv     = "DOCKERIOS_AGENT_BIN"
 )
 
 // APIServerBinary returns the apiserver binary to test: $DOCKERIOS_APISERVER_BIN
@@ -60,7 +61,15 @@ func PluginBinary(t TB) string {
 	return pluginBin.get(t)
 }
 
+// AgentBinary returns the guest agent: $DOCKERIOS_AGENT_BIN when set,
+// otherwise one built from this checkout.
+func AgentBinary(t TB) string {
+	t.Helper()
+	return agentBin.get(t)
+}
+
 var (
+	agentBin     = &binary{env: AgentBinEnv, name: "dockerios-agent", pkg: "./agent/cmd/dockerios-agent"}
 	apiserverBin = &binary{env: APIServerBinEnv, name: "dockerios-apiserver", pkg: "./cmd/apiserver"}
 	pluginBin    = &binary{env: PluginBinEnv, name: "kubectl-dockerios", pkg: "./cmd/kubectl-dockerios"}
 )

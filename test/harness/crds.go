@@ -29,14 +29,16 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dockerios/dockerios/pkg/controller/external"
 )
 
 // The resources the harness plays the owners of.
 var (
-	VirtualMachineGVR         = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
-	VirtualMachineInstanceGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}
-	DataVolumeGVR             = schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "datavolumes"}
-	DataSourceGVR             = schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "datasources"}
+	VirtualMachineGVR         = external.VirtualMachines
+	VirtualMachineInstanceGVR = external.VirtualMachineInstances
+	DataVolumeGVR             = external.DataVolumes
+	DataSourceGVR             = external.DataSources
 
 	crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
