@@ -60,7 +60,11 @@ func TestEndToEnd(t *testing.T) {
 func (e *env) testMachineLifecycle(t *testing.T) {
 	ns := e.namespace(t, "lifecycle")
 	e.fleet(t, "lifecycle", 1, nil)
+	e.waitPoolCounts(t, "lifecycle", 1, 0)
 	m := e.createMachine(t, ns, "mac", "lifecycle")
+	// The pool's counts follow the allocation at once (a freed free-list
+	// key is all that changes in the ledger).
+	e.waitPoolCountsWithin(t, "lifecycle", 0, 1, 5*time.Second)
 	seen := map[v1alpha1.MacOSMachinePhase]bool{}
 	ready := e.waitMachine(t, ns, "mac", 90*time.Second, "Ready", func(m *v1alpha1.MacOSMachine) bool {
 		seen[m.Status.Phase] = true
@@ -95,7 +99,12 @@ func (e *env) testMachineLifecycle(t *testing.T) {
 // the writes that change them).
 func (e *env) waitPoolCounts(t testing.TB, pool string, free, allocated int32) {
 	t.Helper()
-	framework.Eventually(t, 30*time.Second, func() string {
+	e.waitPoolCountsWithin(t, pool, free, allocated, 30*time.Second)
+}
+
+func (e *env) waitPoolCountsWithin(t testing.TB, pool string, free, allocated int32, within time.Duration) {
+	t.Helper()
+	framework.Eventually(t, within, func() string {
 		p, err := e.client.DockeriosV1alpha1().MacOSIdentityPools().Get(context.Background(), pool, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()

@@ -79,7 +79,8 @@ func (l *Ledger) RunPoolStatus(ctx context.Context) {
 
 	go func() {
 		for ctx.Err() == nil {
-			w := l.client.Watch(clientv3.WithRequireLeader(ctx), l.keys.poolsPrefix(), clientv3.WithPrefix(), clientv3.WithFilterDelete())
+			// Deletes count too: an allocation only deletes a free key.
+			w := l.client.Watch(clientv3.WithRequireLeader(ctx), l.keys.poolsPrefix(), clientv3.WithPrefix())
 			w2 := l.client.Watch(clientv3.WithRequireLeader(ctx), l.pools.KeyPrefix(), clientv3.WithPrefix())
 			for open := true; open; {
 				select {
