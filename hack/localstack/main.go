@@ -339,6 +339,17 @@ func createDemo(ctx context.Context, cfg *rest.Config, o options) error {
 	check("MacOSMachineClass "+demoName, err)
 	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoName}}, metav1.CreateOptions{})
 	check("Namespace "+demoName, err)
+	// The Secret with Apple's SMC key that every namespace running macOS
+	// VMs needs (artifacts/kubevirt/README.md) — here a dummy: nothing
+	// boots macOS, and Apple's key is never part of DockerIOS. In the
+	// demo namespace and in default, where the README's examples go.
+	for _, ns := range []string{demoName, metav1.NamespaceDefault} {
+		_, err = kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "dockerios-osk"},
+			StringData: map[string]string{"osk": "dummy-osk-for-the-local-stack-only-not-apples-key-0123456789ab"},
+		}, metav1.CreateOptions{})
+		check("Secret "+ns+"/dockerios-osk", err)
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}

@@ -52,6 +52,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("CrashStorm", e.testCrashStorm)
 	t.Run("ArtifactsApplyWithKustomize", e.testArtifacts)
 	t.Run("ImageStatusSaysWhetherTheSourceIsReady", e.testImageStatus)
+	t.Run("NoOSKSecretNoVirtualMachine", e.testOSKSecretMissing)
 }
 
 // One machine goes Pending → Provisioning → Starting → Ready with the real
@@ -314,7 +315,7 @@ func (e *env) testArtifacts(t *testing.T) {
 // A MacOSImage says whether its source can be cloned from.
 func (e *env) testImageStatus(t *testing.T) {
 	ctx := context.Background()
-	e.namespace(t, "golden")
+	e.bareNamespace(t, "golden")
 	ds := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
 		"metadata": map[string]any{"name": "sonoma", "namespace": "golden"},
@@ -377,4 +378,19 @@ func (e *env) testClassClaim(t *testing.T) {
 	e.gone(t, ns, "interactive", 60*time.Second)
 	assert.Empty(t, e.ownedObjects(t, ns, string(m.UID)))
 	e.waitPoolCounts(t, "classclaim", 1, 0)
+}
+
+// Without the OSK Secret in its namespace a machine does not start its VM
+// and says why; with the Secret it goes on.
+func (e *env) testOSKSecretMissing(t *testing.T) {
+	ns := e.bareNamespace(t, "nokey")
+	e.fleet(t, "nokey", 1, nil)
+	e.createMachine(t, ns, "mac", "nokey")
+	m := e.waitMachine(t, ns, "mac", 60*time.Second, "waiting for its OSK Secret", func(m *v1alpha1.MacOSMachine) bool {
+		return condition(m, "VirtualMachineRunning").Reason == "OSKSecretMissing"
+	})
+	assert.Contains(t, condition(m, "VirtualMachineRunning").Message, "Secret nokey/dockerios-osk with Apple's SMC key")
+	assert.Zero(t, e.ownedObjects(t, ns, string(m.UID))["VirtualMachine"], "no VM without the key")
+	e.oskSecret(t, ns)
+	e.waitMachine(t, ns, "mac", 60*time.Second, "Ready", phaseIs(v1alpha1.MachineReady))
 }

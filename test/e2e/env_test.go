@@ -84,6 +84,8 @@ func start(t testing.TB, opts ...func(*harness.Config)) *env {
 	ctx := context.Background()
 	require.NoError(t, harness.InstallCRDs(ctx, e.cfg))
 	e.ctrl = e.cp.StartController(t, "--storage-hold-back="+storageHoldBack.String(), "--agent-timeout=2s")
+	// The README's examples live in the default namespace.
+	e.oskSecret(t, metav1.NamespaceDefault)
 	hc := harness.Config{RESTConfig: e.cfg, AgentBinary: harness.AgentBinary(t), WorkDir: t.TempDir()}
 	for _, o := range opts {
 		o(&hc)
@@ -143,11 +145,30 @@ func (e *env) addIdentities(t testing.TB, pool string, n int) {
 	}
 }
 
+// namespace creates a namespace for one test, with the OSK Secret every
+// namespace running macOS VMs has (a dummy key: tests never see Apple's).
 func (e *env) namespace(t testing.TB, name string) string {
+	t.Helper()
+	e.bareNamespace(t, name)
+	e.oskSecret(t, name)
+	return name
+}
+
+// bareNamespace creates a namespace without the OSK Secret.
+func (e *env) bareNamespace(t testing.TB, name string) string {
 	t.Helper()
 	_, err := e.kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return name
+}
+
+func (e *env) oskSecret(t testing.TB, ns string) {
+	t.Helper()
+	_, err := e.kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "dockerios-osk"},
+		StringData: map[string]string{"osk": strings.Repeat("dummy-osk-", 6) + "test"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 func (e *env) machines(t testing.TB, ns string) []v1alpha1.MacOSMachine {

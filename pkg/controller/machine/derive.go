@@ -48,6 +48,7 @@ const (
 	ReasonVMIRunning       = "Running"
 	ReasonVMIStarting      = "Starting"
 	ReasonVMIStopped       = "NotRunning"
+	ReasonOSKSecretMissing = "OSKSecretMissing"
 	ReasonAgentAnswered    = "Answered"
 	ReasonAgentUnreachable = "Unreachable"
 	ReasonAgentUnauth      = "Unauthenticated"
@@ -97,6 +98,9 @@ type Observed struct {
 
 	// NodeNotReady is set when the VMI's node is not Ready (its message).
 	NodeNotReady string
+	// OSKSecretMissing says why the VirtualMachine is not started: the
+	// Secret with Apple's SMC key is not in the machine's namespace.
+	OSKSecretMissing string
 
 	// NetworkFault: many agents are unreachable at once (FleetWatch), so
 	// an agent not answering says nothing about this guest; startTimeout
@@ -212,6 +216,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 			fmt.Sprintf("VirtualMachineInstance %s is %s", o.VMI.Name, phaseOr(string(o.VMI.Status.Phase), "pending")))
 	case !disksReady:
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonWaitingForDisks, "the VirtualMachine starts once the bootdisk and the system disk are ready")
+	case o.VM == nil && o.OSKSecretMissing != "":
+		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonOSKSecretMissing, o.OSKSecretMissing)
 	default:
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonVMIStopped, "the VirtualMachineInstance does not exist yet")
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/controller/external"
 	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
 	dlisters "github.com/dockerios/dockerios/pkg/generated/listers/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/sidecar-hook/annotations"
 )
 
 // Annotations the controller keeps on objects it owns: progress that must
@@ -361,6 +362,16 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		bootdiskDone = typ == batchv1.JobComplete
 	}
 	if o.VM == nil && bootdiskDone && o.DV != nil && o.DV.Status.Phase == cdiv1.Succeeded {
+		// Without the OSK Secret the launcher pod would wait on its volume
+		// with nothing on the machine saying why: say it here instead.
+		if _, err := r.Kube.CoreV1().Secrets(m.Namespace).Get(ctx, r.Settings.OSKSecretName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			o.OSKSecretMissing = fmt.Sprintf("Secret %s/%s with Apple's SMC key (key %q) does not exist; the VirtualMachine starts once it does (see artifacts/kubevirt/README.md)",
+				m.Namespace, r.Settings.OSKSecretName, annotations.OSKSecretKey)
+			*requeue = minPositive(*requeue, 15*time.Second)
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("reading the OSK Secret: %w", err)
+		}
 		vm, err := VirtualMachine(m, o.Class, o.Identity, r.Settings, true)
 		if err != nil {
 			return err
