@@ -39,6 +39,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/sidecar-hook/annotations"
 )
@@ -116,7 +117,7 @@ func Mutate(pod *corev1.Pod) ([]PatchOp, error) {
 	volume := corev1.Volume{Name: VolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 		SecretName:  secret,
 		Items:       []corev1.KeyToPath{{Key: annotations.OSKSecretKey, Path: file}},
-		DefaultMode: ptr(fileMode),
+		DefaultMode: ptr.To(fileMode),
 	}}}
 	mount := corev1.VolumeMount{Name: VolumeName, MountPath: dir, ReadOnly: true}
 
@@ -182,5 +183,3 @@ func oskFileArg(args []string) (string, bool) {
 	}
 	return "", false
 }
-
-func ptr[T any](v T) *T { return &v }

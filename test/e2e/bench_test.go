@@ -138,9 +138,6 @@ func (e *env) benchClaims(b *testing.B, n int) {
 	b.Logf("claim → Bound, %d concurrent claims against %d warm machines: p50 %s, p99 %s (goal p99 < 100ms), max %s",
 		n, n, p50.Round(time.Millisecond), p99.Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 
-	if f := os.Getenv("BENCH_CONTROLLER_LOG"); f != "" {
-		_ = os.WriteFile(f, []byte(e.ctrl.Output()), 0o644)
-	}
 	// Tear the pool down so its guests do not weigh on the next figure.
 	require.NoError(b, e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Delete(ctx, "warm", metav1.DeleteOptions{}))
 	require.NoError(b, e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
@@ -190,9 +187,6 @@ func (e *env) benchMachines(b *testing.B, n int) {
 		return ""
 	})
 	took := time.Since(start)
-	if f := os.Getenv("BENCH_CONTROLLER_LOG"); f != "" {
-		_ = os.WriteFile(f, []byte(e.ctrl.Output()), 0o644)
-	}
 	reconciles := e.reconciles(b) - reconciles0
 	cpu := e.controllerCPU(b) - cpu0
 	toReady := e.histogramMean(b, "dockerios_machine_reconciles_to_ready")

@@ -26,11 +26,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
@@ -124,38 +125,28 @@ func (e *env) ownedObjects(t testing.TB, ns, uid string) map[string]int {
 	ctx := context.Background()
 	sel := metav1.ListOptions{LabelSelector: labels.Set{machine.MachineUIDLabel: uid}.String()}
 	out := map[string]int{}
-	count := func(kind string, n int, err error) {
-		require.NoError(t, err)
+	count := func(kind string, n int) {
 		if n > 0 {
 			out[kind] = n
 		}
 	}
 	s, err := e.kube.CoreV1().Secrets(ns).List(ctx, sel)
-	count("Secret", lenOr(s, err, func() int { return len(s.Items) }), err)
+	require.NoError(t, err)
+	count("Secret", len(s.Items))
 	p, err := e.kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, sel)
-	count("PersistentVolumeClaim", lenOr(p, err, func() int { return len(p.Items) }), err)
+	require.NoError(t, err)
+	count("PersistentVolumeClaim", len(p.Items))
 	j, err := e.kube.BatchV1().Jobs(ns).List(ctx, sel)
-	count("Job", lenOr(j, err, func() int { return len(j.Items) }), err)
-	dyn := e.dynamic(t)
-	for kind, gvr := range map[string]struct{ g, v, r string }{
-		"DataVolume":             {external.DataVolumes.Group, external.DataVolumes.Version, external.DataVolumes.Resource},
-		"VirtualMachine":         {external.VirtualMachines.Group, external.VirtualMachines.Version, external.VirtualMachines.Resource},
-		"VirtualMachineInstance": {external.VirtualMachineInstances.Group, external.VirtualMachineInstances.Version, external.VirtualMachineInstances.Resource},
+	require.NoError(t, err)
+	count("Job", len(j.Items))
+	for kind, gvr := range map[string]schema.GroupVersionResource{
+		"DataVolume": external.DataVolumes, "VirtualMachine": external.VirtualMachines, "VirtualMachineInstance": external.VirtualMachineInstances,
 	} {
-		l, err := dyn.Resource(schemaGVR(gvr.g, gvr.v, gvr.r)).Namespace(ns).List(ctx, sel)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		count(kind, lenOr(l, err, func() int { return len(l.Items) }), err)
+		l, err := e.dynamic(t).Resource(gvr).Namespace(ns).List(ctx, sel)
+		require.NoError(t, err)
+		count(kind, len(l.Items))
 	}
 	return out
-}
-
-func lenOr[T any](v *T, err error, n func() int) int {
-	if err != nil || v == nil {
-		return 0
-	}
-	return n()
 }
 
 // A pool of 5 fills to Ready; 8 claims arrive: 5 bind at once to the warm
@@ -341,7 +332,7 @@ func (e *env) testImageStatus(t *testing.T) {
 			if err != nil {
 				return err.Error()
 			}
-			c := findCond(img.Status.Conditions, "Ready")
+			c := meta.FindStatusCondition(img.Status.Conditions, "Ready")
 			if c == nil || string(c.Status)+"/"+c.Reason != want {
 				return fmt.Sprintf("image %s Ready condition %+v, want %s", name, c, want)
 			}

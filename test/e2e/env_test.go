@@ -37,7 +37,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -283,10 +282,6 @@ func (e *env) dynamic(t testing.TB) dynamic.Interface {
 	d, err := dynamic.NewForConfig(e.cfg)
 	require.NoError(t, err)
 	return d
-}
-
-func schemaGVR(g, v, r string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: g, Version: v, Resource: r}
 }
 
 // createPool creates a MacOSMachinePool.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -104,7 +105,7 @@ func (e *env) testCloneFails(t *testing.T) {
 
 	class, err := e.client.DockeriosV1alpha1().MacOSMachineClasses().Get(context.Background(), "clonefail", metav1.GetOptions{})
 	require.NoError(t, err)
-	c := findCond(class.Status.Conditions, "StorageAvailable")
+	c := meta.FindStatusCondition(class.Status.Conditions, "StorageAvailable")
 	require.NotNil(t, c, "the class says why new machines wait")
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Contains(t, c.Message, "StorageClass clonefail")
@@ -125,7 +126,7 @@ func (e *env) testCloneFails(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		if c := findCond(class.Status.Conditions, "StorageAvailable"); c == nil || c.Status != metav1.ConditionTrue {
+		if c := meta.FindStatusCondition(class.Status.Conditions, "StorageAvailable"); c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Sprintf("StorageAvailable still %+v", c)
 		}
 		return ""
@@ -267,7 +268,7 @@ func (e *env) testDeletedWhileClaimed(t *testing.T) {
 	claim, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Get(ctx, "job", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, v1alpha1.ClaimLost, claim.Status.Phase)
-	if c := findCond(claim.Status.Conditions, "Bound"); assert.NotNil(t, c) {
+	if c := meta.FindStatusCondition(claim.Status.Conditions, "Bound"); assert.NotNil(t, c) {
 		assert.Equal(t, "MachineGone", c.Reason)
 	}
 	assert.Empty(t, e.ownedObjects(t, ns, string(m.UID)))
@@ -335,13 +336,4 @@ func (e *env) metrics(t testing.TB) string {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(b)
-}
-
-func findCond(cs []metav1.Condition, typ string) *metav1.Condition {
-	for i := range cs {
-		if cs[i].Type == typ {
-			return &cs[i]
-		}
-	}
-	return nil
 }

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // The resources, at the versions DockerIOS speaks.
@@ -97,7 +98,7 @@ func Create(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionRes
 
 // Delete deletes namespace/name if it still has uid; absent is success.
 func Delete(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid string) error {
-	opts := metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)}
+	opts := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
 	if uid != "" {
 		u := types.UID(uid)
 		opts.Preconditions = &metav1.Preconditions{UID: &u}
@@ -108,5 +109,3 @@ func Delete(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionRes
 	}
 	return err
 }
-
-func ptr[T any](v T) *T { return &v }

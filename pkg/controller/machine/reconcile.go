@@ -39,6 +39,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
@@ -460,7 +461,7 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 	}
 	r.Recorder.Eventf(m, corev1.EventTypeWarning, "BootdiskJobFailed", "Job %s failed (%s: %s); retrying", o.Job.Name, c.Reason, c.Message)
 	if err := r.Kube.BatchV1().Jobs(m.Namespace).Delete(ctx, o.Job.Name, metav1.DeleteOptions{
-		PropagationPolicy: ptrTo(metav1.DeletePropagationBackground),
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 		Preconditions:     &metav1.Preconditions{UID: &o.Job.UID},
 	}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting failed bootdisk Job: %w", err)
@@ -470,8 +471,6 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 	*requeue = minPositive(*requeue, time.Second)
 	return nil
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // askAgent calls the guest agent once.
 func (r *Reconciler) askAgent(ctx context.Context, addr string, token []byte) (*api.Status, error) {

@@ -30,7 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -289,21 +288,9 @@ func (q *queues) enqueueOwner(obj any) {
 
 func key(o metav1.Object) string { return o.GetNamespace() + "/" + o.GetName() }
 
+// handle passes every event of inf to f.
 func handle(inf cache.SharedIndexInformer, f func(any)) {
-	unwrap := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if _, ok := obj.(metav1.Object); ok {
-			f(obj)
-		}
-	}
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    unwrap,
-		UpdateFunc: func(_, obj any) { unwrap(obj) },
-		DeleteFunc: unwrap,
-	})
-	runtime.Must(err)
+	handleFiltered(inf, true, func(_, _ any) bool { return true }, f)
 }
 
 func allSynced[K comparable](m map[K]bool) bool {

@@ -36,7 +36,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -418,7 +417,8 @@ func (r *Reconciler) ReconcileClassClaim(ctx context.Context, namespace, name st
 	if err != nil {
 		return err
 	}
-	mName := classMachineName(c)
+	// The machine is named after the claim, so the user sees whose it is.
+	mName := c.Name
 	m, err := r.Machines.MacOSMachines(namespace).Get(mName)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
@@ -453,12 +453,6 @@ func (r *Reconciler) ReconcileClassClaim(ctx context.Context, namespace, name st
 		return r.bind(ctx, c, m)
 	}
 	return nil
-}
-
-// classMachineName is the machine made for a class claim: the claim's
-// name, so the user sees which is whose.
-func classMachineName(c *v1alpha1.MacOSMachineClaim) string {
-	return strings.TrimSuffix(c.Name, ".")
 }
 
 // ReconcileClassMachine disposes of a class claim's machine once the claim
