@@ -393,6 +393,18 @@ type MacOSIdentityStatus struct {
 	// Written only by the apiserver, in the same transaction as the machine.
 	// +optional
 	Allocation *IdentityAllocation `json:"allocation,omitempty"`
+	// conditions: Quarantined is True while another MacOSIdentity shares one
+	// of this identity's values (only possible after a manual etcd edit); a
+	// quarantined identity is never given to a machine, and one already held
+	// stays with its machine. Written only by the apiserver's identity
+	// ledger repair, which sets it False (reason Resolved) once a person has
+	// deleted the duplicates.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // IdentityAllocation names the machine holding an identity.

@@ -404,6 +404,13 @@ func (in *MacOSIdentityStatus) DeepCopyInto(out *MacOSIdentityStatus) {
 		*out = new(IdentityAllocation)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Conditions != nil {
+		in, out := &in.Conditions, &out.Conditions
+		*out = make([]v1.Condition, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	return
 }
 

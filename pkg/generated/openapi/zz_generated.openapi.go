@@ -882,11 +882,34 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSIdentityStatus(ref common.ReferenceC
 							Ref:         ref(v1alpha1.IdentityAllocation{}.OpenAPIModelName()),
 						},
 					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type":       "map",
+								"x-kubernetes-patch-merge-key": "type",
+								"x-kubernetes-patch-strategy":  "merge",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "conditions: Quarantined is True while another MacOSIdentity shares one of this identity's values (only possible after a manual etcd edit); a quarantined identity is never given to a machine, and one already held stays with its machine. Written only by the apiserver's identity ledger repair, which sets it False (reason Resolved) once a person has deleted the duplicates.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(metav1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.IdentityAllocation{}.OpenAPIModelName()},
+			v1alpha1.IdentityAllocation{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
 	}
 }
 

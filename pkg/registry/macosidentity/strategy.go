@@ -101,11 +101,16 @@ type identityStatusStrategy struct {
 // StatusStrategy is the logic for writes to macosidentities/status. The
 // allocation is written only by the allocator, in the same etcd transaction
 // as the machine that takes or gives back the identity; a status write can
-// never move an identity between machines.
+// never move an identity between machines. The conditions are the identity
+// ledger repair's: a status write can neither quarantine an identity nor
+// lift a quarantine, which would let a duplicate be allocated.
 var StatusStrategy = identityStatusStrategy{Strategy}
 
 func (identityStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
-	return defaultstrategy.StatusResetFields(fieldpath.MakePathOrDie("status", "allocation"))
+	return defaultstrategy.StatusResetFields(
+		fieldpath.MakePathOrDie("status", "allocation"),
+		fieldpath.MakePathOrDie("status", "conditions"),
+	)
 }
 
 func (identityStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
@@ -113,6 +118,7 @@ func (identityStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runti
 	id.Spec = oldID.Spec
 	defaultstrategy.KeepMetadataOnStatusWrite(id, oldID)
 	id.Status.Allocation = oldID.Status.Allocation
+	id.Status.Conditions = oldID.Status.Conditions
 }
 
 func (identityStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+)
+
 // MacOSIdentityStatusApplyConfiguration represents a declarative configuration of the MacOSIdentityStatus type for use
 // with apply.
 //
@@ -26,6 +30,13 @@ type MacOSIdentityStatusApplyConfiguration struct {
 	// allocation names the machine that holds the identity; absent while free.
 	// Written only by the apiserver, in the same transaction as the machine.
 	Allocation *IdentityAllocationApplyConfiguration `json:"allocation,omitempty"`
+	// conditions: Quarantined is True while another MacOSIdentity shares one
+	// of this identity's values (only possible after a manual etcd edit); a
+	// quarantined identity is never given to a machine, and one already held
+	// stays with its machine. Written only by the apiserver's identity
+	// ledger repair, which sets it False (reason Resolved) once a person has
+	// deleted the duplicates.
+	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
 // MacOSIdentityStatusApplyConfiguration constructs a declarative configuration of the MacOSIdentityStatus type for use with
@@ -39,5 +50,18 @@ func MacOSIdentityStatus() *MacOSIdentityStatusApplyConfiguration {
 // If called multiple times, the Allocation field is set to the value of the last call.
 func (b *MacOSIdentityStatusApplyConfiguration) WithAllocation(value *IdentityAllocationApplyConfiguration) *MacOSIdentityStatusApplyConfiguration {
 	b.Allocation = value
+	return b
+}
+
+// WithConditions adds the given value to the Conditions field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Conditions field.
+func (b *MacOSIdentityStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *MacOSIdentityStatusApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithConditions")
+		}
+		b.Conditions = append(b.Conditions, *values[i])
+	}
 	return b
 }
