@@ -57,10 +57,12 @@ func newCommand() *cobra.Command {
 		Use:   "import --pool POOL FILE",
 		Short: "Import a serial-set file (osx-serial-generator CSV or TSV) into an identity pool",
 		Long: `Import creates one MacOSIdentity per row of FILE in the pool, named
-<pool>-<serial>. Each row is reported: created, already present (the same
-identity exists), or rejected with the reason (a malformed value, or a value
-another identity already holds). Re-running on the same file changes nothing.
-The exit status is 1 when any row was rejected.`,
+<pool>-<16 hex digits of a sha256 of the row's five values>: anyone who may
+read a machine sees the name of its identity, so the name says no value.
+Each row is reported: created, already present (the same identity exists),
+or rejected with the reason (a malformed value, or a value another identity
+already holds). Re-running on the same file changes nothing. The exit status
+is 1 when any row was rejected.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, overrides).ClientConfig()

@@ -22,6 +22,8 @@ package identityimport
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,10 +69,22 @@ type Importer struct {
 	Pool   string
 }
 
-// Name is the MacOSIdentity name of a row: pool and serial, so that the
-// same row always maps to the same object and a re-run finds it.
-func Name(pool, serial string) string {
-	return pool + "-" + strings.ToLower(serial)
+// NameHashLength is how many hex digits of the values' hash a name
+// carries: 64 bits, so two different rows never meet in practice.
+const NameHashLength = 16
+
+// Name is the MacOSIdentity name of an identity: its pool and a hash of its
+// five values, so that the same row always maps to the same object and a
+// re-run finds it. The name is the one thing about an identity that every
+// user who may read a machine sees (status.identityRef), so it must not
+// say any value: the hash covers the 128-bit system UUID too, which makes
+// it infeasible to recover a serial from a name by trying candidates.
+// Values are expected in canonical form (identity.ParseRows gives them).
+func Name(pool string, v identity.Values) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{
+		v.SerialNumber, v.BoardSerialNumber, v.SystemUUID, v.MACAddress, v.ROM,
+	}, "\x00")))
+	return pool + "-" + hex.EncodeToString(sum[:])[:NameHashLength]
 }
 
 // Import reads the file and creates one identity per valid row. Every row
@@ -100,7 +114,7 @@ func (im *Importer) Import(ctx context.Context, file io.Reader) ([]Result, Summa
 }
 
 func (im *Importer) importRow(ctx context.Context, row identity.Row) (Result, error) {
-	name := Name(im.Pool, row.SerialNumber)
+	name := Name(im.Pool, row.Values)
 	res := Result{Line: row.Line, Serial: row.SerialNumber, Identity: name}
 	want := v1alpha1.MacOSIdentitySpec{
 		PoolName: im.Pool, Model: row.Model, SerialNumber: row.SerialNumber, BoardSerialNumber: row.BoardSerialNumber,

@@ -28,6 +28,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dockerios/dockerios/pkg/identity"
+	"github.com/dockerios/dockerios/pkg/identityimport"
 	"github.com/dockerios/dockerios/test/framework"
 )
 
@@ -56,6 +58,11 @@ func TestLedger_ThroughKubectl(t *testing.T) {
 	k := framework.NewKubectl(t, s.Kubeconfig)
 	plugin := k.WithPlugin(t)
 	createClassAndPool(t, s)
+	// The first row of the serial set, and the name import gives it: a
+	// hash of its values, which says none of them.
+	firstValues := identity.Values{Model: "iMacPro1,1", SerialNumber: "C02CK029HX87", BoardSerialNumber: "C02015700QXJG36CB",
+		SystemUUID: "4B408A88-4062-4532-9AA1-3D8A3549327F", MACAddress: "34:31:8F:D3:88:E4", ROM: "34318FD388E4"}
+	firstName := identityimport.Name("imacpro", firstValues)
 	reason := func(machine string) string {
 		return k.MustRun(t, "", "get", "mm", machine, "-o", `jsonpath={.status.conditions[?(@.type=="IdentityAllocated")].reason}`)
 	}
@@ -70,7 +77,7 @@ func TestLedger_ThroughKubectl(t *testing.T) {
 		r := plugin.Run("", "dockerios", "identities", "import", "--pool", "imacpro", serialSet(t))
 		require.NoError(t, r.Err, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 		assert.Contains(t, r.Stdout, "5 created, 0 already present, 0 rejected")
-		assert.Regexp(t, `(?m)^1\s+C02CK029HX87\s+imacpro-c02ck029hx87\s+created`, r.Stdout)
+		assert.Regexp(t, `(?m)^1\s+C02CK029HX87\s+`+firstName+`\s+created`, r.Stdout)
 		assert.Equal(t, "Allocated", reason("mac-1"))
 		assert.Regexp(t, `^mac-1\s+standard\s+Pending\s+imacpro-`, k.MustRun(t, "", "get", "mm", "mac-1", "--no-headers"))
 	})
@@ -89,15 +96,17 @@ func TestLedger_ThroughKubectl(t *testing.T) {
 		require.NoError(t, err)
 		first := strings.SplitN(string(rows), "\n", 2)[0]
 		// The same identity but for its serial (and so its name): every
-		// other value is already held by imacpro-c02ck029hx87.
+		// other value is already held by the first row's identity.
 		dup := strings.Replace(first, "C02CK029HX87", "C02CK029HX88", 1)
+		dupValues := firstValues
+		dupValues.SerialNumber = "C02CK029HX88"
 		bad := filepath.Join(t.TempDir(), "dup.csv")
 		require.NoError(t, os.WriteFile(bad, []byte(dup+"\n"), 0o600))
 		r := plugin.Run("", "dockerios", "identities", "import", "--pool", "imacpro", bad)
 		require.Error(t, r.Err, "a rejected row makes the import fail")
 		assert.Contains(t, r.Stdout, "0 created, 0 already present, 1 rejected")
-		assert.Contains(t, r.Stdout, "spec.boardSerialNumber: C02015700QXJG36CB is already held by MacOSIdentity imacpro-c02ck029hx87")
-		r = k.Run("", "get", "mid", "imacpro-c02ck029hx88")
+		assert.Contains(t, r.Stdout, "spec.boardSerialNumber: C02015700QXJG36CB is already held by MacOSIdentity "+firstName)
+		r = k.Run("", "get", "mid", identityimport.Name("imacpro", dupValues))
 		assert.Contains(t, r.Stderr, "NotFound", "nothing of a refused identity is written")
 	})
 
