@@ -109,11 +109,13 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func render(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func render(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("render", stderr)
 	var id builder.Identity
 	o := builder.RenderOptions{Log: stderr}
 	identityFile := fs.String("identity-file", "", "identity JSON file (a MacOSIdentity spec); flags override its fields")
+	identityDir := fs.String("identity-dir", "", "directory with one file per identity value, named by the MacOSIdentity spec's fields "+
+		"(a mounted Secret); overrides --identity-file, flags override it")
 	fs.StringVar(&id.Model, "model", "", "SMBIOS model, e.g. iMacPro1,1")
 	fs.StringVar(&id.SerialNumber, "serial", "", "system serial number (12 characters)")
 	fs.StringVar(&id.BoardSerialNumber, "board-serial", "", "main logic board serial, MLB (17 characters)")
@@ -135,13 +137,23 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	var base builder.Identity
 	if *identityFile != "" {
-		base, err := builder.ReadIdentityFile(*identityFile)
+		if base, err = builder.ReadIdentityFile(*identityFile); err != nil {
+			return err
+		}
+	}
+	if *identityDir != "" {
+		dir, err := builder.ReadIdentityDir(*identityDir)
 		if err != nil {
 			return err
 		}
-		id = base.Merge(id)
+		base = base.Merge(dir)
 	}
+	id = base.Merge(id)
+	// The failure line becomes the pod's termination message and log,
+	// which more people may read than may read the identity.
+	defer func() { err = id.Redact(err) }()
 	o.Identity = id
 	o.Token = os.Getenv(tokenEnv)
 	if *tokenFile != "" {

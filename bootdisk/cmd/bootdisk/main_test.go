@@ -177,13 +177,15 @@ func TestRenderEndToEnd(t *testing.T) {
 	if res.SHA256 != sha(t, img) || res.Size != fi.Size() || res.Size != 48<<20 || res.VirtualSize != 48<<20 {
 		t.Errorf("result %+v does not describe %s (%d bytes)", res, img, fi.Size())
 	}
-	if res.SerialNumber != "C02CK029HX87" || res.Model != "iMacPro1,1" || res.SystemUUID != "4B408A88-4062-4532-9AA1-3D8A3549327F" ||
+	if res.Model != "iMacPro1,1" ||
 		res.TemplateCommit != "0000000000000000000000000000000000000001" || res.Format != "raw" || res.Image != "disk.img" || res.Resolution != "2560x1440" {
 		t.Errorf("result fields: %+v", res)
 	}
 	if strings.Contains(mustRead(t, filepath.Join(out, builder.ResultFile)), testToken) {
 		t.Error("result.json contains the token")
 	}
+	// stdout is the pod's log: no identity value there either.
+	noIdentityValues(t, "stdout", renderRun(t, t.TempDir(), nil).stdout)
 	if got := entries(t, out); strings.Join(got, ",") != "disk.img,result.json" {
 		t.Errorf("output directory holds %v", got)
 	}
@@ -571,6 +573,9 @@ func TestRenderBadInput(t *testing.T) {
 			out := t.TempDir()
 			r := renderRun(t, out, tc.env, tc.args(t)...)
 			checkFailure(t, r, tc.code, tc.contains)
+			// The line is the pod's termination message: it names what is
+			// wrong, never the value.
+			noIdentityValues(t, "the failure line", r.stdout)
 			if got := entries(t, out); len(got) != 0 {
 				t.Errorf("a failed run left %v", got)
 			}
@@ -579,6 +584,133 @@ func TestRenderBadInput(t *testing.T) {
 }
 
 func flags(f ...string) func(*testing.T) []string { return func(*testing.T) []string { return f } }
+
+// identityForms are the spellings of the test identity's values, and of
+// the values the bad-input tests pass, that must never be printed.
+var identityForms = []string{
+	"C02CK029HX87", "C02015700QXJG36CB", "4B408A88-4062-4532-9AA1-3D8A3549327F", "4B408A88406245329AA13D8A3549327F",
+	"34:31:8F:D3:88:E4", "34318FD388E4", "34-31-8F-D3-88-E4",
+	"C02CK029HX8", "C02015700QXJG36CC", "02:00:00:00:00:01", "34318FD388E5",
+}
+
+// noIdentityValues fails if out shows any of identityForms, in any case.
+func noIdentityValues(t *testing.T, what, out string) {
+	t.Helper()
+	for _, v := range identityForms {
+		if strings.Contains(strings.ToLower(out), strings.ToLower(v)) {
+			t.Errorf("%s shows the identity value %s: %q", what, v, out)
+		}
+	}
+}
+
+// secretVolume lays out files as the kubelet mounts a Secret volume: the
+// data in a timestamped directory, "..data" linking to it, and one link
+// per key.
+func secretVolume(t *testing.T, data map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ts := "..2026_11_30_12_00_00.000000001"
+	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ts, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range data {
+		if err := os.WriteFile(filepath.Join(dir, ts, k), []byte(v), 0o440); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..data", k), filepath.Join(dir, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// secretIdentity is the test identity as the controller's identity Secret
+// holds it.
+func secretIdentity() map[string]string {
+	return map[string]string{
+		"serialNumber": "C02CK029HX87", "boardSerialNumber": "C02015700QXJG36CB",
+		"systemUUID": "4B408A88-4062-4532-9AA1-3D8A3549327F", "macAddress": "34:31:8F:D3:88:E4", "rom": "34318FD388E4",
+	}
+}
+
+// The Job's way: the model as a flag, every other value from the mounted
+// identity Secret. The disk is the one the same values as flags give.
+func TestRenderIdentityDir(t *testing.T) {
+	viaFlags := mustSucceed(t, renderRun(t, t.TempDir(), nil))
+	args := []string{"render", "--template=testdata/config-template.plist", "--efi-dir=testdata/efi",
+		"--size-mib=48", "--template-commit=0000000000000000000000000000000000000001", "--model=iMacPro1,1"}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		extra []string
+	}{
+		{"every value from the directory", secretIdentity(), nil},
+		{"values with a trailing newline, as kubectl create secret --from-file makes them", func() map[string]string {
+			m := secretIdentity()
+			for k, v := range m {
+				m[k] = v + "\n"
+			}
+			return m
+		}(), nil},
+		{"without rom: derived from the MAC", func() map[string]string { m := secretIdentity(); delete(m, "rom"); return m }(), nil},
+		{"the model from the directory too", func() map[string]string { m := secretIdentity(); m["model"] = "iMacPro1,1"; return m }(), nil},
+		{"a flag overrides a file", func() map[string]string { m := secretIdentity(); m["serialNumber"] = "C02FX08QHX87"; return m }(),
+			[]string{"--serial=C02CK029HX87"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			a := append(append(args, "--identity-dir="+secretVolume(t, tc.files), "--output-dir="+out, "--scratch-dir="+t.TempDir()), tc.extra...)
+			res := mustSucceed(t, runBinary(t, []string{"DOCKERIOS_AGENT_TOKEN=" + testToken}, a...))
+			if res.SHA256 != viaFlags.SHA256 || res.InputDigest != viaFlags.InputDigest {
+				t.Errorf("result %+v, want the disk the flags give, %+v", res, viaFlags)
+			}
+		})
+	}
+}
+
+func TestRenderIdentityDirBadInput(t *testing.T) {
+	args := func(dir string) []string {
+		return []string{"render", "--template=testdata/config-template.plist", "--efi-dir=testdata/efi",
+			"--output-dir=" + t.TempDir(), "--scratch-dir=" + t.TempDir(), "--model=iMacPro1,1", "--identity-dir=" + dir}
+	}
+	for _, tc := range []struct {
+		name     string
+		dir      func(t *testing.T) string
+		contains string
+	}{
+		{"no such directory", func(*testing.T) string { return "/nonexistent/identity" }, "identity directory"},
+		{"a missing value", func(t *testing.T) string {
+			m := secretIdentity()
+			delete(m, "boardSerialNumber")
+			return secretVolume(t, m)
+		}, "boardSerialNumber is missing"},
+		{"a bad value is named, never shown", func(t *testing.T) string {
+			m := secretIdentity()
+			m["serialNumber"] = "C02CK029HX8"
+			return secretVolume(t, m)
+		}, "serialNumber"},
+		{"a ROM that is not the MAC", func(t *testing.T) string {
+			m := secretIdentity()
+			m["rom"] = "34318FD388E5"
+			return secretVolume(t, m)
+		}, "rom"},
+		{"an oversized file", func(t *testing.T) string {
+			m := secretIdentity()
+			m["systemUUID"] = strings.Repeat("4B408A88-4062-4532-9AA1-3D8A3549327F", 100)
+			return secretVolume(t, m)
+		}, "systemUUID is longer than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runBinary(t, []string{"DOCKERIOS_AGENT_TOKEN=" + testToken}, args(tc.dir(t))...)
+			checkFailure(t, r, 2, tc.contains)
+			noIdentityValues(t, "the failure line", r.stdout)
+			noIdentityValues(t, "stderr", r.stderr)
+		})
+	}
+}
 
 // checkFailure checks the failure contract: the exit code, exactly one line
 // on stdout, the same line in the termination log.

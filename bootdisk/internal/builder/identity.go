@@ -12,8 +12,14 @@ package builder
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/dockerios/dockerios/pkg/identity"
@@ -45,6 +51,53 @@ func ReadIdentityFile(path string) (Identity, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&id); err != nil {
 		return id, Invalid("identity file %s: %v", path, err)
+	}
+	return id, nil
+}
+
+// IdentityDirFiles are the files ReadIdentityDir reads, each holding one
+// value: a MacOSIdentity spec's field names, which are the keys of the
+// identity Secret the controller mounts into the Job (a Secret volume is
+// one file per key). model is optional there; the Job passes it as a flag.
+var IdentityDirFiles = []string{"model", "serialNumber", "boardSerialNumber", "systemUUID", "macAddress", "rom"}
+
+// maxIdentityValueFile bounds what one value file may hold: every value is
+// a few dozen characters, and a hostile mount must not cost memory.
+const maxIdentityValueFile = 1024
+
+// ReadIdentityDir reads an identity from a directory of value files (see
+// IdentityDirFiles); surrounding whitespace is dropped, an absent file
+// leaves its field empty. Errors name files, never their contents.
+func ReadIdentityDir(dir string) (Identity, error) {
+	var id Identity
+	fields := map[string]*string{
+		"model": &id.Model, "serialNumber": &id.SerialNumber, "boardSerialNumber": &id.BoardSerialNumber,
+		"systemUUID": &id.SystemUUID, "macAddress": &id.MACAddress, "rom": &id.ROM,
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return id, Invalid("identity directory: %v", err)
+	}
+	if !fi.IsDir() {
+		return id, Invalid("identity directory %s is not a directory", dir)
+	}
+	for _, name := range IdentityDirFiles {
+		f, err := os.Open(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return id, Invalid("identity directory: %v", err)
+		}
+		b, err := io.ReadAll(io.LimitReader(f, maxIdentityValueFile+1))
+		f.Close()
+		if err != nil {
+			return id, Invalid("identity directory: reading %s: %v", name, err)
+		}
+		if len(b) > maxIdentityValueFile {
+			return id, Invalid("identity directory: %s is longer than %d bytes", name, maxIdentityValueFile)
+		}
+		*fields[name] = strings.TrimSpace(string(b))
 	}
 	return id, nil
 }
@@ -86,6 +139,54 @@ func (id Identity) Canonical() (identity.Values, error) {
 		return v, Invalid("invalid identity: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	return v, nil
+}
+
+// minRedacted is the shortest value Redact hides: a shorter one identifies
+// nothing, and hiding it would garble the rest of the message.
+const minRedacted = 4
+
+// Redacted stands for an identity value in messages.
+const Redacted = "<redacted>"
+
+// Redact returns err with every spelling of id's values in its message
+// (as given and canonical, any case; the MAC with colons, dashes or
+// nothing between its bytes) replaced by Redacted, keeping its exit code.
+// Failure messages end up where more people may read them than may read
+// the identity: the container's termination message in the pod's status,
+// and the pod's log.
+func (id Identity) Redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	var forms []string
+	add := func(vs ...string) {
+		for _, v := range vs {
+			if v = strings.TrimSpace(v); len(v) >= minRedacted {
+				forms = append(forms, v)
+			}
+		}
+	}
+	add(id.SerialNumber, id.BoardSerialNumber, id.SystemUUID, strings.ReplaceAll(id.SystemUUID, "-", ""), id.ROM)
+	for _, mac := range []string{id.MACAddress, identity.CanonicalMACAddress(id.MACAddress)} {
+		add(mac, strings.ReplaceAll(mac, ":", ""), strings.ReplaceAll(mac, ":", "-"), strings.ReplaceAll(mac, "-", ""), strings.ReplaceAll(mac, "-", ":"))
+	}
+	if len(forms) == 0 {
+		return err
+	}
+	// Longest first, so that a value is never half-replaced by a shorter
+	// one it contains.
+	sort.Slice(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
+	quoted := make([]string, len(forms))
+	for i, f := range forms {
+		quoted[i] = regexp.QuoteMeta(f)
+	}
+	re := regexp.MustCompile("(?i)" + strings.Join(quoted, "|"))
+	msg := err.Error()
+	redacted := re.ReplaceAllLiteralString(msg, Redacted)
+	if redacted == msg {
+		return err
+	}
+	return &Error{Code: ExitCode(err), Reason: redacted}
 }
 
 // Token limits, as the guest agent reads them (agent/README.md).

@@ -73,7 +73,9 @@ type RenderOptions struct {
 }
 
 // Result is result.json. It holds no secret and no time, so the same inputs
-// give the same file.
+// give the same file; and no identity value but the model, because it is
+// also the command's stdout, which becomes the pod's log, and Kubernetes'
+// view role may read pod logs where it may not read the identity.
 type Result struct {
 	Image          string `json:"image"`
 	Format         string `json:"format"`
@@ -81,8 +83,6 @@ type Result struct {
 	Size           int64  `json:"size"`
 	VirtualSize    int64  `json:"virtualSize"`
 	Model          string `json:"model"`
-	SerialNumber   string `json:"serialNumber"`
-	SystemUUID     string `json:"systemUUID"`
 	Resolution     string `json:"resolution"`
 	TemplateCommit string `json:"templateCommit"`
 	TemplateSHA256 string `json:"templateSHA256"`
@@ -147,8 +147,6 @@ func RenderDisk(ctx context.Context, o RenderOptions) (Result, error) {
 		Image:          o.ImageName,
 		Format:         o.Format,
 		Model:          values.Model,
-		SerialNumber:   values.SerialNumber,
-		SystemUUID:     values.SystemUUID,
 		Resolution:     o.Display.String(),
 		TemplateCommit: o.TemplateCommit,
 		TemplateSHA256: hex.EncodeToString(templateSum[:]),
