@@ -19,6 +19,7 @@ package identityledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,18 +36,20 @@ import (
 
 // Kinds of drift the audit finds. Each is a label of the repairs metric.
 const (
-	DriftMissingValueKey   = "MissingValueKey"   // an identity's value has no index key
-	DriftOrphanValueKey    = "OrphanValueKey"    // an index key names no identity with that value
-	DriftDuplicateValue    = "DuplicateValue"    // two identities share a value (cannot be fixed here)
-	DriftMissingMember     = "MissingMember"     // an identity is not in its pool's member list
-	DriftOrphanMember      = "OrphanMember"      // a member key names no identity of that pool
-	DriftMissingFree       = "MissingFree"       // a free identity is neither on the free list nor given to a waiting machine
-	DriftOrphanFree        = "OrphanFree"        // a free-list entry names an identity that is held or gone
-	DriftDanglingHolder    = "DanglingHolder"    // an identity is held by a machine that is gone
-	DriftMachineRef        = "MachineRef"        // a machine names an identity that does not name it back
-	DriftMissingWaiting    = "MissingWaiting"    // a machine without identity is not in the waiting queue
-	DriftOrphanWaiting     = "OrphanWaiting"     // a waiting-queue entry is for no waiting machine
-	DriftUnresolvableClass = "UnresolvableClass" // a waiting machine's class or pool is gone (cannot be fixed here)
+	DriftMissingValueKey    = "MissingValueKey"    // an identity's value has no index key
+	DriftOrphanValueKey     = "OrphanValueKey"     // an index key names no identity with that value
+	DriftDuplicateValue     = "DuplicateValue"     // two identities share a value: both are quarantined until a person deletes one
+	DriftQuarantineResolved = "QuarantineResolved" // a quarantined identity shares no value any more
+	DriftMissingMember      = "MissingMember"      // an identity is not in its pool's member list
+	DriftOrphanMember       = "OrphanMember"       // a member key names no identity of that pool
+	DriftMissingFree        = "MissingFree"        // a free identity is neither on the free list nor given to a waiting machine
+	DriftOrphanFree         = "OrphanFree"         // a free-list entry names an identity that is held or gone
+	DriftDanglingHolder     = "DanglingHolder"     // an identity is held by a machine that is gone
+	DriftMachineRef         = "MachineRef"         // a machine names an identity that does not name it back
+	DriftMissingWaiting     = "MissingWaiting"     // a machine without identity is not in the waiting queue
+	DriftOrphanWaiting      = "OrphanWaiting"      // a waiting-queue entry is for no waiting machine
+	DriftWaitingWhileFree   = "WaitingWhileFree"   // a machine waits for an identity while one of its pool is free
+	DriftUnresolvableClass  = "UnresolvableClass"  // a waiting machine's class or pool is gone (cannot be fixed here)
 )
 
 // Drift is one disagreement between objects and index keys.
@@ -64,6 +67,17 @@ type Drift struct {
 type eventTarget struct {
 	obj  metav1.Object
 	kind string
+	// eventType and reason of the Event a fix is reported with; empty for
+	// the Warning LedgerRepaired that most fixes are.
+	eventType, reason string
+}
+
+func identityEvent(id *dockerio.MacOSIdentity) *eventTarget {
+	return &eventTarget{obj: id, kind: "MacOSIdentity"}
+}
+
+func machineEvent(m *dockerio.MacOSMachine) *eventTarget {
+	return &eventTarget{obj: m, kind: "MacOSMachine"}
 }
 
 func (d Drift) String() string { return d.Kind + " " + d.Subject + ": " + d.Message }
@@ -76,14 +90,26 @@ type snapshot struct {
 	machines   map[string]*dockerio.MacOSMachine // by namespace/name
 	mRevs      map[string]int64
 	classes    map[string]*dockerio.MacOSMachineClass
+	pools      map[string]*dockerio.MacOSIdentityPool
 	index      map[string]txn.KeyValue
+}
+
+// pool returns the pool named name, or a reference to it when it is gone,
+// for an Event about an index key of that pool.
+func (s *snapshot) pool(name string) *eventTarget {
+	p, ok := s.pools[name]
+	if !ok {
+		p = &dockerio.MacOSIdentityPool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	return &eventTarget{obj: p, kind: "MacOSIdentityPool"}
 }
 
 func (l *Ledger) read(ctx context.Context) (*snapshot, error) {
 	s := &snapshot{
 		identities: map[string]*dockerio.MacOSIdentity{}, idRevs: map[string]int64{},
 		machines: map[string]*dockerio.MacOSMachine{}, mRevs: map[string]int64{},
-		classes: map[string]*dockerio.MacOSMachineClass{}, index: map[string]txn.KeyValue{},
+		classes: map[string]*dockerio.MacOSMachineClass{}, pools: map[string]*dockerio.MacOSIdentityPool{},
+		index: map[string]txn.KeyValue{},
 	}
 	// The first read fixes the revision; the others read at it, so the
 	// audit compares one consistent state however long it takes.
@@ -123,11 +149,20 @@ func (l *Ledger) read(ctx context.Context) (*snapshot, error) {
 			s.classes[c.Name] = c
 		}
 	}
+	if resp, err = l.client.Get(ctx, l.pools.KeyPrefix(), clientv3.WithPrefix(), at); err != nil {
+		return nil, err
+	}
+	for _, kv := range resp.Kvs {
+		if obj, err := l.pools.Decode(ctx, string(kv.Key), kv.Value, kv.ModRevision); err == nil {
+			p := obj.(*dockerio.MacOSIdentityPool)
+			s.pools[p.Name] = p
+		}
+	}
 	if resp, err = l.client.Get(ctx, l.keys.root, clientv3.WithPrefix(), at); err != nil {
 		return nil, err
 	}
 	for _, kv := range resp.Kvs {
-		s.index[string(kv.Key)] = txn.KeyValue{Value: kv.Value, ModRevision: kv.ModRevision}
+		s.index[string(kv.Key)] = txn.KeyValue{Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}
 	}
 	return s, nil
 }
@@ -156,41 +191,70 @@ func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	// Duplicates are found from the values themselves, not from the keys:
+	// a key names one identity, however many share its value.
+	holders := l.valueHolders(names, s.identities)
+	// Free identities on their pool's free list, which the repair may give
+	// to machines waiting in that pool.
+	free := map[string][]freeEntry{}
 	for _, name := range names {
 		id := s.identities[name]
 		pool := id.Spec.PoolName
-		for field, v := range uniqueValues(&id.Spec) {
-			k := l.keys.value(field, v)
+		idKey, idRev := l.identities.Key("", name), s.idRevs[name]
+		values := uniqueValues(&id.Spec)
+		// A value's key is expected to name its first holder; only that
+		// one reports it, so that a shared value's key is written once.
+		for _, field := range uniqueFields {
+			k := l.keys.value(field, values[field])
 			expected[k] = true
 			kv, ok := s.index[k]
+			first := holders[k][0] == name
 			switch {
-			case !ok:
-				drifts = append(drifts, l.putKeyDrift(DriftMissingValueKey, "MacOSIdentity "+name,
-					fmt.Sprintf("%s %s has no uniqueness key", field, v), k, name, l.identities.Key("", name), s.idRevs[name]))
-			case string(kv.Value) != name:
-				drifts = append(drifts, Drift{Kind: DriftDuplicateValue, Subject: "MacOSIdentity " + name,
-					Message: fmt.Sprintf("%s %s is also held by MacOSIdentity %s; delete one of the two", field, v, kv.Value),
-					event:   &eventTarget{obj: id, kind: "MacOSIdentity"}})
+			case !ok && first:
+				d := l.putKeyDrift(DriftMissingValueKey, "MacOSIdentity "+name,
+					fmt.Sprintf("its %s has no uniqueness key; it gets it again", field), k, name, idKey, idRev)
+				d.event = identityEvent(id)
+				drifts = append(drifts, d)
+			case ok && first && !slices.Contains(holders[k], string(kv.Value)):
+				drifts = append(drifts, l.staleKeyDrift(id, idRev, field, k, kv))
 			}
 		}
 		member := l.keys.member(pool, name)
 		expected[member] = true
 		if _, ok := s.index[member]; !ok {
-			drifts = append(drifts, l.putKeyDrift(DriftMissingMember, "MacOSIdentity "+name,
-				"is not counted in its pool", member, "", l.identities.Key("", name), s.idRevs[name]))
+			d := l.putKeyDrift(DriftMissingMember, "MacOSIdentity "+name,
+				"is not counted in its pool; it is again", member, "", idKey, idRev)
+			d.event = identityEvent(id)
+			drifts = append(drifts, d)
 		}
-		free := l.keys.free(pool, name)
-		if a := id.Status.Allocation; a == nil {
-			expected[free] = true
-			if _, ok := s.index[free]; !ok && !claimed[name] {
-				drifts = append(drifts, l.missingFreeDrift(id, s.idRevs[name]))
-			}
+		freeKey := l.keys.free(pool, name)
+		freeKV, onFreeList := s.index[freeKey]
+		a := id.Status.Allocation
+		dangling := false
+		if a != nil {
+			holder, ok := s.machines[a.MachineNamespace+"/"+a.MachineName]
+			dangling = !ok || string(holder.UID) != a.MachineUID
+		}
+		if msg := l.duplicateMessage(id, holders); msg != "" {
+			// Its free-list entry is the quarantine's to remove.
+			expected[freeKey] = true
+			drifts = append(drifts, l.quarantineDrift(id, idRev, msg, onFreeList, dangling))
 			continue
 		}
-		a := id.Status.Allocation
-		holder, ok := s.machines[a.MachineNamespace+"/"+a.MachineName]
-		if !ok || string(holder.UID) != a.MachineUID {
-			drifts = append(drifts, l.danglingHolderDrift(id, s.idRevs[name]))
+		if a == nil {
+			expected[freeKey] = true
+		}
+		if isQuarantined(id) {
+			drifts = append(drifts, l.liftQuarantineDrift(id, idRev, onFreeList, claimed[name], dangling))
+			continue
+		}
+		switch {
+		case a == nil && !onFreeList && !claimed[name]:
+			drifts = append(drifts, l.missingFreeDrift(id, idRev))
+		case a == nil && onFreeList && !claimed[name]:
+			free[pool] = append(free[pool], freeEntry{id: id, idRev: idRev, key: freeKey, rev: freeKV.ModRevision})
+		case dangling:
+			drifts = append(drifts, l.danglingHolderDrift(id, idRev))
 		}
 	}
 
@@ -206,6 +270,7 @@ func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
 		mNames = append(mNames, k)
 	}
 	sort.Strings(mNames)
+	waiting := map[string][]waiter{} // by pool
 	for _, key := range mNames {
 		m := s.machines[key]
 		if ref := m.Status.IdentityRef; ref != nil {
@@ -227,21 +292,48 @@ func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
 		if kv, has := s.index[waitingKey]; has {
 			// The machine says where it waits; that is where it is counted.
 			expected[waitingKey] = true
-			pending := l.keys.pending(string(kv.Value), m.Namespace, m.Name)
+			pool := string(kv.Value)
+			pending := l.keys.pending(pool, m.Namespace, m.Name)
 			expected[pending] = true
-			if _, ok := s.index[pending]; ok {
+			if pkv, ok := s.index[pending]; ok {
+				// A machine being deleted no longer needs an identity.
+				if m.DeletionTimestamp == nil && string(pkv.Value) == string(m.UID) {
+					waiting[pool] = append(waiting[pool], waiter{machine: m, machineRev: s.mRevs[key],
+						pendingKey: pending, pending: pkv, waitingKey: waitingKey, waitingRev: kv.ModRevision})
+				}
 				continue
 			}
 		}
 		if !ok {
 			drifts = append(drifts, Drift{Kind: DriftUnresolvableClass, Subject: "MacOSMachine " + key,
 				Message: fmt.Sprintf("waits for an identity but its class %s is gone", m.Spec.ClassName),
-				event:   &eventTarget{obj: m, kind: "MacOSMachine"}})
+				event:   machineEvent(m)})
 			continue
 		}
 		pool := class.Spec.IdentityPoolName
 		expected[waitingKey], expected[l.keys.pending(pool, m.Namespace, m.Name)] = true, true
+		// Queued now, it is served by the next pass if its pool has a free identity.
 		drifts = append(drifts, l.missingWaitingDrift(m, s.mRevs[key], pool))
+	}
+
+	// Machines wait while identities of their pool are free: the oldest
+	// waiting machine takes the first free identity, and so on.
+	pools := make([]string, 0, len(waiting))
+	for pool := range waiting {
+		pools = append(pools, pool)
+	}
+	sort.Strings(pools)
+	for _, pool := range pools {
+		ws := waiting[pool]
+		sort.Slice(ws, func(i, j int) bool {
+			if a, b := ws[i].pending.CreateRevision, ws[j].pending.CreateRevision; a != b {
+				return a < b
+			}
+			return ws[i].pendingKey < ws[j].pendingKey
+		})
+		for i := 0; i < len(ws) && i < len(free[pool]); i++ {
+			drifts = append(drifts, l.waitingWhileFreeDrift(ws[i], free[pool][i]))
+		}
 	}
 
 	var keys []string
@@ -252,26 +344,84 @@ func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		kind := DriftOrphanValueKey
-		switch {
-		case strings.HasPrefix(k, l.keys.waitingPrefix()):
-			kind = DriftOrphanWaiting
-		case strings.HasPrefix(k, l.keys.poolsPrefix()):
-			_, what, _, _ := l.keys.parsePoolKey(k)
-			kind = map[string]string{"members": DriftOrphanMember, "free": DriftOrphanFree, "pending": DriftOrphanWaiting}[what]
-		}
-		rev := s.index[k].ModRevision
-		key := k
-		drifts = append(drifts, Drift{Kind: kind, Subject: strings.TrimPrefix(k, l.keys.root),
-			Message: "index key without the object it stands for",
-			fix: func(ctx context.Context) (bool, error) {
-				var tx txn.Txn
-				tx.IfUnchanged(key, rev).Delete(key)
-				res, err := txn.Commit(ctx, l.client, &tx)
-				return err == nil && res.Succeeded, err
-			}})
+		drifts = append(drifts, l.orphanKeyDrift(s, k))
 	}
 	return drifts, nil
+}
+
+// staleKeyDrift is a value's uniqueness key naming an identity that does
+// not hold the value (only possible after a manual etcd edit): it names
+// the identity that does.
+func (l *Ledger) staleKeyDrift(id *dockerio.MacOSIdentity, idRev int64, field, key string, kv txn.KeyValue) Drift {
+	return Drift{Kind: DriftMissingValueKey, Subject: "MacOSIdentity " + id.Name,
+		Message: fmt.Sprintf("its %s uniqueness key named MacOSIdentity %s, which does not hold that value; it names this identity again", field, kv.Value),
+		event:   identityEvent(id),
+		fix: func(ctx context.Context) (bool, error) {
+			var tx txn.Txn
+			tx.IfUnchanged(key, kv.ModRevision).IfUnchanged(l.identities.Key("", id.Name), idRev).Put(key, id.Name)
+			res, err := txn.Commit(ctx, l.client, &tx)
+			return err == nil && res.Succeeded, err
+		}}
+}
+
+// orphanKeyDrift is an index key no object stands behind: it is removed.
+// It is reported on the object it names, or on its pool when that is gone.
+func (l *Ledger) orphanKeyDrift(s *snapshot, k string) Drift {
+	kv := s.index[k]
+	d := Drift{Subject: strings.TrimPrefix(k, l.keys.root),
+		fix: func(ctx context.Context) (bool, error) {
+			var tx txn.Txn
+			tx.IfUnchanged(k, kv.ModRevision).Delete(k)
+			res, err := txn.Commit(ctx, l.client, &tx)
+			return err == nil && res.Succeeded, err
+		}}
+	machine := func(ns, name, otherwisePool string) *eventTarget {
+		if m, ok := s.machines[ns+"/"+name]; ok {
+			return machineEvent(m)
+		}
+		return s.pool(otherwisePool)
+	}
+	switch pool, what, rest, isPoolKey := l.keys.parsePoolKey(k); {
+	case strings.HasPrefix(k, l.keys.waitingPrefix()):
+		ns, name := splitNamespaced(strings.TrimSuffix(strings.TrimPrefix(k, l.keys.waitingPrefix()), "/waiting-in"))
+		d.Kind, d.event = DriftOrphanWaiting, machine(ns, name, string(kv.Value))
+		d.Message = fmt.Sprintf("MacOSMachine %s/%s was recorded as waiting in pool %s, but it does not wait; the record is removed", ns, name, kv.Value)
+	case isPoolKey && what == "pending":
+		ns, name := splitNamespaced(rest)
+		d.Kind, d.event = DriftOrphanWaiting, machine(ns, name, pool)
+		d.Message = fmt.Sprintf("pool %s queued MacOSMachine %s/%s for an identity, but it does not wait there; the entry is removed", pool, ns, name)
+	case isPoolKey && (what == "members" || what == "free"):
+		name := rest
+		d.Kind, d.Message = DriftOrphanMember, fmt.Sprintf("pool %s counted MacOSIdentity %s as a member, which is not one of its identities; the entry is removed", pool, name)
+		if what == "free" {
+			_, name, _ = strings.Cut(rest, "/") // past the bucket
+			d.Kind, d.Message = DriftOrphanFree, fmt.Sprintf("pool %s listed MacOSIdentity %s as free, which is not a free identity of the pool; the entry is removed", pool, name)
+		}
+		d.event = s.pool(pool)
+		if id, ok := s.identities[name]; ok {
+			d.event = identityEvent(id)
+		}
+	case isPoolKey:
+		d.Kind, d.event = DriftOrphanMember, s.pool(pool)
+		d.Message = fmt.Sprintf("pool %s had an index key of no known kind (%s); it is removed", pool, what)
+	case !strings.HasPrefix(k, l.keys.valuesPrefix()):
+		// Not of the layout at all, so about no object: the fix is logged.
+		d.Kind, d.Message = DriftOrphanValueKey, "an index key of no known kind is removed"
+	default:
+		// values/<field>/<value> → identity. The value stays out of the
+		// message: it is sensitive, and the message becomes an Event.
+		field, _, _ := strings.Cut(strings.TrimPrefix(k, l.keys.valuesPrefix()), "/")
+		name := string(kv.Value)
+		d.Kind = DriftOrphanValueKey
+		d.Message = fmt.Sprintf("a %s uniqueness key named MacOSIdentity %s, which does not hold that value; the key is removed", field, name)
+		id, ok := s.identities[name]
+		if !ok {
+			// Gone: the Event still names it, which is what the key was about.
+			id = &dockerio.MacOSIdentity{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		}
+		d.event = identityEvent(id)
+	}
+	return d
 }
 
 // putKeyDrift is a missing key to add, if the object is unchanged.
@@ -289,7 +439,8 @@ func (l *Ledger) putKeyDrift(kind, subject, message, key, val, objKey string, ob
 // longest-waiting machine, or onto the free list.
 func (l *Ledger) missingFreeDrift(id *dockerio.MacOSIdentity, idRev int64) Drift {
 	return Drift{Kind: DriftMissingFree, Subject: "MacOSIdentity " + id.Name,
-		Message: "is free but neither on the free list nor given to a waiting machine",
+		Message: "was free but neither on the free list nor given to a waiting machine; it goes back to the pool",
+		event:   identityEvent(id),
 		fix: func(ctx context.Context) (bool, error) {
 			return l.returnToPool(ctx, id, idRev, func(tx *txn.Txn) {})
 		}}
@@ -300,7 +451,7 @@ func (l *Ledger) danglingHolderDrift(id *dockerio.MacOSIdentity, idRev int64) Dr
 	a := id.Status.Allocation
 	return Drift{Kind: DriftDanglingHolder, Subject: "MacOSIdentity " + id.Name,
 		Message: fmt.Sprintf("is held by MacOSMachine %s/%s (uid %s), which is gone; it goes back to the pool", a.MachineNamespace, a.MachineName, a.MachineUID),
-		event:   &eventTarget{obj: id, kind: "MacOSIdentity"},
+		event:   identityEvent(id),
 		fix: func(ctx context.Context) (bool, error) {
 			released := id.DeepCopy()
 			released.Status.Allocation = nil
@@ -311,6 +462,11 @@ func (l *Ledger) danglingHolderDrift(id *dockerio.MacOSIdentity, idRev int64) Dr
 // returnToPool writes a free identity (unchanged since idRev) to the oldest
 // waiting machine of its pool, or onto the free list.
 func (l *Ledger) returnToPool(ctx context.Context, id *dockerio.MacOSIdentity, idRev int64, extra func(*txn.Txn)) (bool, error) {
+	if isQuarantined(id) {
+		// The audit never asks for it; should a caller, a duplicate is
+		// still never handed out.
+		return false, nil
+	}
 	pool := id.Spec.PoolName
 	idKey := l.identities.Key("", id.Name)
 	next, err := l.oldestWaiting(ctx, pool)
@@ -352,7 +508,7 @@ func (l *Ledger) returnToPool(ctx context.Context, id *dockerio.MacOSIdentity, i
 func (l *Ledger) machineRefDrift(m *dockerio.MacOSMachine, mRev int64, id *dockerio.MacOSIdentity, idRev int64) Drift {
 	key := m.Namespace + "/" + m.Name
 	ref := m.Status.IdentityRef.Name
-	d := Drift{Kind: DriftMachineRef, Subject: "MacOSMachine " + key, event: &eventTarget{obj: m, kind: "MacOSMachine"}}
+	d := Drift{Kind: DriftMachineRef, Subject: "MacOSMachine " + key, event: machineEvent(m)}
 	mKey := l.machines.Key(m.Namespace, m.Name)
 	if id != nil && id.Status.Allocation == nil {
 		d.Message = fmt.Sprintf("holds MacOSIdentity %s, which had been marked free; it is the machine's again", ref)
@@ -395,7 +551,7 @@ func (l *Ledger) machineRefDrift(m *dockerio.MacOSMachine, mRev int64, id *docke
 func (l *Ledger) forgottenIdentityDrift(m *dockerio.MacOSMachine, mRev int64, id *dockerio.MacOSIdentity, idRev int64) Drift {
 	return Drift{Kind: DriftMachineRef, Subject: "MacOSMachine " + m.Namespace + "/" + m.Name,
 		Message: fmt.Sprintf("is held by MacOSIdentity %s but did not name it; it does again", id.Name),
-		event:   &eventTarget{obj: m, kind: "MacOSMachine"},
+		event:   machineEvent(m),
 		fix: func(ctx context.Context) (bool, error) {
 			mKey := l.machines.Key(m.Namespace, m.Name)
 			var tx txn.Txn
@@ -412,6 +568,7 @@ func (l *Ledger) forgottenIdentityDrift(m *dockerio.MacOSMachine, mRev int64, id
 func (l *Ledger) missingWaitingDrift(m *dockerio.MacOSMachine, mRev int64, pool string) Drift {
 	return Drift{Kind: DriftMissingWaiting, Subject: "MacOSMachine " + m.Namespace + "/" + m.Name,
 		Message: fmt.Sprintf("has no identity and was not waiting for one of pool %s; it waits now", pool),
+		event:   machineEvent(m),
 		fix: func(ctx context.Context) (bool, error) {
 			var tx txn.Txn
 			tx.IfUnchanged(l.machines.Key(m.Namespace, m.Name), mRev).
@@ -422,11 +579,57 @@ func (l *Ledger) missingWaitingDrift(m *dockerio.MacOSMachine, mRev int64, pool 
 		}}
 }
 
+// waiter is a machine the audit saw waiting for an identity of a pool.
+type waiter struct {
+	machine    *dockerio.MacOSMachine
+	machineRev int64
+	pendingKey string
+	pending    txn.KeyValue // its create revision is the machine's place in the queue
+	waitingKey string
+	waitingRev int64
+}
+
+// freeEntry is a free identity the audit saw on its pool's free list.
+type freeEntry struct {
+	id    *dockerio.MacOSIdentity
+	idRev int64
+	key   string
+	rev   int64
+}
+
+// waitingWhileFreeDrift is a machine waiting for an identity while one of
+// its pool is free, which no write would ever give it. It takes that
+// identity as a release hands one over: machine, identity, free-list entry
+// and queue entries in one transaction, on the revisions the audit read.
+func (l *Ledger) waitingWhileFreeDrift(w waiter, f freeEntry) Drift {
+	m, id := w.machine, f.id
+	return Drift{Kind: DriftWaitingWhileFree, Subject: "MacOSMachine " + m.Namespace + "/" + m.Name,
+		Message: fmt.Sprintf("waited for an identity of pool %s while MacOSIdentity %s was free; it takes that identity", id.Spec.PoolName, id.Name),
+		event:   &eventTarget{obj: m, kind: "MacOSMachine", eventType: corev1.EventTypeNormal, reason: ReasonAllocated},
+		fix: func(ctx context.Context) (bool, error) {
+			mKey, idKey := l.machines.Key(m.Namespace, m.Name), l.identities.Key("", id.Name)
+			var tx txn.Txn
+			tx.IfUnchanged(mKey, w.machineRev).IfUnchanged(w.pendingKey, w.pending.ModRevision).IfUnchanged(w.waitingKey, w.waitingRev).
+				IfUnchanged(idKey, f.idRev).IfUnchanged(f.key, f.rev)
+			if _, err := tx.PutObject(ctx, l.machines, mKey, l.allocatedTo(m, id)); err != nil {
+				return false, err
+			}
+			if _, err := tx.PutObject(ctx, l.identities, idKey, l.holding(id, m)); err != nil {
+				return false, err
+			}
+			tx.Delete(f.key).Delete(w.pendingKey).Delete(w.waitingKey)
+			res, err := txn.Commit(ctx, l.client, &tx)
+			return err == nil && res.Succeeded, err
+		}}
+}
+
 // Repair audits the ledger and fixes every drift it can, each in a
 // transaction that only applies if nothing changed since the audit saw it.
-// Each fix is reported as an Event (where there is an object to tell about)
-// and counted in dockerios_identity_ledger_repairs_total. It returns what
-// was found; a drift that needs a person is reported but left alone.
+// Each fix is reported as an Event on the object it concerns (the pool
+// when that object is gone) and counted in
+// dockerios_identity_ledger_repairs_total. It returns what was found; a
+// drift that needs a person is reported again on every pass, and only made
+// safe meanwhile: identities sharing a value are quarantined, never deleted.
 func (l *Ledger) Repair(ctx context.Context) ([]Drift, error) {
 	drifts, err := l.Audit(ctx)
 	if err != nil {
@@ -449,8 +652,12 @@ func (l *Ledger) Repair(ctx context.Context) ([]Drift, error) {
 		}
 		metricRepairs.WithLabelValues(d.Kind).Inc()
 		klog.InfoS("Identity ledger repaired", "drift", d.Kind, "subject", d.Subject, "message", d.Message)
-		if d.event != nil {
-			l.event(d.event.obj, d.event.kind, corev1.EventTypeWarning, "LedgerRepaired", "%s: %s", d.Kind, d.Message)
+		switch e := d.event; {
+		case e == nil:
+		case e.reason != "":
+			l.event(e.obj, e.kind, e.eventType, e.reason, "%s", d.Message)
+		default:
+			l.event(e.obj, e.kind, corev1.EventTypeWarning, "LedgerRepaired", "%s: %s", d.Kind, d.Message)
 		}
 	}
 	return drifts, nil
