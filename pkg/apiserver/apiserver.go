@@ -141,6 +141,7 @@ func newLedgers(c CompletedConfig, server *genericapiserver.GenericAPIServer) (l
 	}
 	server.AddPostStartHookOrDie("dockerios-identity-ledger", func(ctx genericapiserver.PostStartHookContext) error {
 		go ledger.RunFreeView(ctx)
+		go ledger.RunClassView(ctx)
 		go ledger.RunPoolStatus(ctx)
 		go ledger.RunRepair(ctx, c.IdentityRepairInterval)
 		go func() {

@@ -28,6 +28,8 @@ import (
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/dockerios/dockerios/pkg/registry/ledgerstore"
 )
 
 // Strategy is what a status strategy must be: an update strategy that says
@@ -72,6 +74,9 @@ func (r *REST) Get(ctx context.Context, name string, options *metav1.GetOptions)
 // Update writes an object's status. It never creates the object: status
 // describes something that exists.
 func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	// A status write can fail a machine, which releases its identity: the
+	// ledger answers its dry run, as it answers the main resource's.
+	ctx, options = ledgerstore.UpdateOptions(ctx, r.store, options)
 	return r.store.Update(ctx, name, objInfo, createValidation, updateValidation, false, options)
 }
 

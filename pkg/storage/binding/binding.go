@@ -24,6 +24,7 @@ package binding
 import (
 	"context"
 	"fmt"
+	"path"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -251,8 +252,15 @@ type claimStorage struct {
 
 // Delete removes a claim and clears its machine's claimRef, together.
 func (s *claimStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
-	validateDeletion storage.ValidateObjectFunc, _ runtime.Object, _ storage.DeleteOptions) error {
+	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
 	b := s.b
+	if opts.ExpectTransformOrDecodeError {
+		// A corrupt claim nobody can decode (see
+		// IgnoreStoreReadErrorWithClusterBreakingPotential): the store
+		// deletes it as any corrupt object; its machine, which names it,
+		// is disposed of by the controller as one whose claim is gone.
+		return s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
+	}
 	claimKey, err := b.claims.EtcdKey(key)
 	if err != nil {
 		return err
@@ -313,5 +321,5 @@ func (s *claimStorage) Delete(ctx context.Context, key string, out runtime.Objec
 		*dst = *claim
 		return nil
 	}
-	return apierrors.NewConflict(dockerio.Resource("macosmachineclaims"), key, fmt.Errorf("the claim kept changing while it was being deleted; retry"))
+	return apierrors.NewConflict(dockerio.Resource("macosmachineclaims"), path.Base(key), fmt.Errorf("the claim kept changing while it was being deleted; retry"))
 }

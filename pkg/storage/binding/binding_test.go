@@ -65,7 +65,7 @@ func newEnv(t *testing.T, authz authorizer.Authorizer) *env {
 var alice = &user.DefaultInfo{Name: "alice", Groups: []string{"system:authenticated"}}
 
 func (e *env) ctx() context.Context {
-	ctx := genericregistrytest.NewNamespaceScopeContext(e.machines.Machine.Store, metav1.NamespaceDefault)
+	ctx := genericregistrytest.NewNamespaceScopeContext(e.machines.Machine.Store.Store, metav1.NamespaceDefault)
 	return genericapirequest.WithUser(ctx, alice)
 }
 

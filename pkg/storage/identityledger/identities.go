@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,13 +29,15 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/storage/door"
 	"github.com/dockerios/dockerios/pkg/storage/txn"
 )
 
 // IdentityStorage wraps the storage of MacOSIdentities so that an identity
 // is written together with the index keys that keep its values unique, and
 // joins its pool either free or, when machines are waiting, held by the one
-// that has waited longest.
+// that has waited longest — whichever REST path creates or deletes it (see
+// package door).
 func (l *Ledger) IdentityStorage(inner storage.Interface) storage.Interface {
 	l.identityReads = inner
 	return &identityStorage{Interface: inner, l: l}
@@ -43,6 +46,51 @@ func (l *Ledger) IdentityStorage(inner storage.Interface) storage.Interface {
 type identityStorage struct {
 	storage.Interface
 	l *Ledger
+}
+
+var _ door.Storage = &identityStorage{}
+
+// AnswersDryRuns: every write here honours door.WithDryRun.
+func (s *identityStorage) AnswersDryRuns() {}
+
+// GuaranteedUpdate lets the generic store make every update (the spec is
+// immutable, and status writes cannot touch the allocation), except a
+// create — server-side apply of a new identity — which goes to Create, so
+// it is checked for duplicates and joins its pool exactly as a POST does.
+// A delete that marks the identity first (foreground or orphan
+// propagation, which the store makes as an update) is refused for a held
+// identity, as the delete itself would be: otherwise the identity would
+// sit marked for deletion while its machine runs.
+func (s *identityStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
+	refuseMarkingHeld := func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+		// Noted first: the store marks a deletion on the object it is
+		// given, so input may carry it once tryUpdate returns.
+		old, ok := input.(*dockerio.MacOSIdentity)
+		wasDeleting := ok && old.DeletionTimestamp != nil
+		held := ok && old.Status.Allocation != nil
+		var heldBy *dockerio.MacOSIdentity
+		if held {
+			heldBy = old.DeepCopy()
+		}
+		output, ttl, err := tryUpdate(input, res)
+		if err != nil {
+			return output, ttl, err
+		}
+		if updated, ok := output.(*dockerio.MacOSIdentity); ok && held && !wasDeleting && updated.DeletionTimestamp != nil {
+			return nil, nil, heldError(heldBy)
+		}
+		return output, ttl, nil
+	}
+	return door.Updater{Inner: s.Interface, Create: s.Create, Copy: s.l.identities.Copy}.
+		GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, refuseMarkingHeld, cachedExistingObject)
+}
+
+// heldError is the 409 for deleting an identity a machine holds.
+func heldError(id *dockerio.MacOSIdentity) error {
+	a := id.Status.Allocation
+	return apierrors.NewConflict(dockerio.Resource("macosidentities"), id.Name,
+		fmt.Errorf("it is held by MacOSMachine %s/%s (uid %s); it can be deleted once that machine is gone", a.MachineNamespace, a.MachineName, a.MachineUID))
 }
 
 // uniqueValues returns an identity's unique values by field.
@@ -76,7 +124,7 @@ func (s *identityStorage) Create(ctx context.Context, key string, obj, out runti
 	}
 	pool := id.Spec.PoolName
 	values := uniqueValues(&id.Spec)
-	for range maxAttempts {
+	for range l.attempts(ctx) {
 		next, err := l.oldestWaiting(ctx, pool)
 		if err != nil {
 			return err
@@ -118,7 +166,7 @@ func (s *identityStorage) Create(ctx context.Context, key string, obj, out runti
 			}
 			continue // a machine started or stopped waiting meanwhile
 		}
-		if next != nil {
+		if next != nil && !door.IsDryRun(ctx) {
 			(&handoff{identity: id, to: next.machine}).announce(l)
 		}
 		return written.Into(out, res.Revision)
@@ -147,16 +195,14 @@ func (l *Ledger) checkPool(ctx context.Context, id *dockerio.MacOSIdentity) erro
 // that names each duplicated field and the identity holding the value.
 func duplicateValues(id *dockerio.MacOSIdentity, values map[string]string, found map[string]txn.KeyValue, keys layout) error {
 	var causes []metav1.StatusCause
-	var first string
+	var all []string
 	for _, f := range uniqueFields {
 		kv, ok := found[keys.value(f, values[f])]
 		if !ok {
 			continue
 		}
 		msg := fmt.Sprintf("%s is already held by MacOSIdentity %s", values[f], kv.Value)
-		if first == "" {
-			first = fmt.Sprintf("spec.%s: %s", f, msg)
-		}
+		all = append(all, fmt.Sprintf("spec.%s: %s", f, msg))
 		causes = append(causes, metav1.StatusCause{Type: metav1.CauseTypeFieldValueDuplicate, Field: "spec." + f, Message: msg})
 	}
 	if len(causes) == 0 {
@@ -169,36 +215,38 @@ func duplicateValues(id *dockerio.MacOSIdentity, values map[string]string, found
 		Details: &metav1.StatusDetails{
 			Group: dockerio.GroupName, Kind: "macosidentities", Name: id.Name, Causes: causes,
 		},
-		Message: fmt.Sprintf("MacOSIdentity %q duplicates another identity: %s", id.Name, first),
+		Message: fmt.Sprintf("MacOSIdentity %q duplicates another identity: %s", id.Name, strings.Join(all, "; ")),
 	}}
 }
 
 // Delete removes a free identity and its index keys. An identity a machine
 // holds is refused, naming the machine: it is in use until that machine is gone.
 func (s *identityStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
-	validateDeletion storage.ValidateObjectFunc, _ runtime.Object, _ storage.DeleteOptions) error {
+	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
 	l := s.l
+	if opts.ExpectTransformOrDecodeError {
+		// A corrupt object nobody can decode: the store deletes it as any
+		// corrupt object, and the repair audit drops its index keys.
+		return s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
+	}
 	idKey, err := l.identities.EtcdKey(key)
 	if err != nil {
 		return err
 	}
-	for range maxAttempts {
+	for range l.attempts(ctx) {
 		obj, rev, err := l.identities.Get(ctx, l.client, idKey)
 		if err != nil {
 			return err
 		}
 		id := obj.(*dockerio.MacOSIdentity)
-		if preconditions != nil {
-			if err := preconditions.Check(key, id); err != nil {
-				return err
-			}
+		if err := preconditions.Check(key, id); err != nil {
+			return err
 		}
 		if err := validateDeletion(ctx, id); err != nil {
 			return err
 		}
-		if a := id.Status.Allocation; a != nil {
-			return apierrors.NewConflict(dockerio.Resource("macosidentities"), id.Name,
-				fmt.Errorf("it is held by MacOSMachine %s/%s (uid %s); it can be deleted once that machine is gone", a.MachineNamespace, a.MachineName, a.MachineUID))
+		if id.Status.Allocation != nil {
+			return heldError(id)
 		}
 		var tx txn.Txn
 		tx.IfUnchanged(idKey, rev).Delete(idKey)
@@ -212,8 +260,12 @@ func (s *identityStorage) Delete(ctx context.Context, key string, out runtime.Ob
 		if !res.Succeeded {
 			continue
 		}
-		if err := (storage.APIObjectVersioner{}).UpdateObject(id, uint64(res.Revision)); err != nil {
-			return err
+		if !door.IsDryRun(ctx) {
+			// Like the etcd3 store: the deleted object at the revision of
+			// its deletion (a dry run answers with the object as it is).
+			if err := (storage.APIObjectVersioner{}).UpdateObject(id, uint64(res.Revision)); err != nil {
+				return err
+			}
 		}
 		dst, ok := out.(*dockerio.MacOSIdentity)
 		if !ok {
@@ -222,7 +274,7 @@ func (s *identityStorage) Delete(ctx context.Context, key string, out runtime.Ob
 		*dst = *id
 		return nil
 	}
-	return contended("macosidentities", key, "")
+	return contended("macosidentities", nameOf(key), "")
 }
 
 // dropIndexKeys adds to tx the removal of id's index keys — only those that

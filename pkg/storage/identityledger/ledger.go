@@ -50,6 +50,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/storage/door"
 	"github.com/dockerios/dockerios/pkg/storage/txn"
 )
 
@@ -57,6 +58,20 @@ import (
 // identity or a pending machine. Each loss means another write succeeded,
 // so reaching it takes sustained contention on a single pool.
 const maxAttempts = 1000
+
+// maxDryRunAttempts bounds a dry run's retries. A dry run removes no stale
+// entry it meets (a real write does, and moves on), so it could meet the
+// same one again and again; losing races this often, it answers the 409 a
+// contended real write would.
+const maxDryRunAttempts = 10
+
+// attempts is how often a write of ctx tries.
+func (l *Ledger) attempts(ctx context.Context) int {
+	if door.IsDryRun(ctx) {
+		return maxDryRunAttempts
+	}
+	return maxAttempts
+}
 
 // Condition reasons of IdentityAllocated.
 const (
@@ -80,8 +95,9 @@ type Ledger struct {
 	randMu sync.Mutex
 	rand   *rand.Rand
 
-	bindingsMu sync.Mutex
-	bindings   map[string]*binding // by class name
+	// classView remembers, while a watch says it holds, the pool each
+	// class draws from (see RunClassView).
+	classView classView
 
 	machineGone func(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMachine) error
 
@@ -108,7 +124,7 @@ type Options struct {
 // New returns the ledger of the etcd client talks to, with objects laid out
 // and encoded as optsGetter says, as the registries' generic stores do.
 func New(client *clientv3.Client, optsGetter generic.RESTOptionsGetter, o Options) (*Ledger, error) {
-	l := &Ledger{client: client, clock: o.Clock, recorder: o.Recorder, rand: o.Rand, machineGone: o.MachineGone, bindings: map[string]*binding{}}
+	l := &Ledger{client: client, clock: o.Clock, recorder: o.Recorder, rand: o.Rand, machineGone: o.MachineGone}
 	var err error
 	if l.machines, err = txn.NewResource(optsGetter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} }); err != nil {
 		return nil, err
@@ -178,10 +194,10 @@ func (b *binding) stale(ctx context.Context, client *clientv3.Client) (bool, err
 }
 
 // bindingOf returns the pool m draws from: its class's. The answer is
-// cached, since a class's pool cannot change; the create transaction checks
-// that class and pool were not replaced since, and refresh reads them anew.
-// A machine whose class or pool does not exist is refused, with the field
-// to fix.
+// remembered while the class view says it holds; the create transaction
+// checks that class and pool were not replaced since, and refresh reads
+// them anew. A machine whose class or pool does not exist is refused, with
+// the field to fix.
 func (l *Ledger) bindingOf(ctx context.Context, m *dockerio.MacOSMachine, refresh bool) (*binding, error) {
 	return l.classBinding(ctx, dockerio.Kind("MacOSMachine"), m.Name, m.Spec.ClassName, refresh)
 }
@@ -189,7 +205,9 @@ func (l *Ledger) bindingOf(ctx context.Context, m *dockerio.MacOSMachine, refres
 // IdentityPoolOf returns the MacOSIdentityPool the class className draws
 // identities from, for an object (of kind, named name) that names the
 // class: a machine, a pool or a claim. A class or pool that does not exist,
-// or that disagree, is that object's 422 at spec.className.
+// or that disagree, is that object's 422 at spec.className. The answer
+// follows the class: one remembered from before the class was deleted or
+// recreated is never given.
 func (l *Ledger) IdentityPoolOf(ctx context.Context, kind schema.GroupKind, name, className string) (string, error) {
 	b, err := l.classBinding(ctx, kind, name, className, false)
 	if err != nil {
@@ -199,12 +217,12 @@ func (l *Ledger) IdentityPoolOf(ctx context.Context, kind schema.GroupKind, name
 }
 
 func (l *Ledger) classBinding(ctx context.Context, kind schema.GroupKind, name, className string, refresh bool) (*binding, error) {
-	l.bindingsMu.Lock()
-	b, ok := l.bindings[className]
-	l.bindingsMu.Unlock()
-	if ok && !refresh {
+	if refresh {
+		l.classView.forget(className)
+	} else if b, ok := l.classView.get(className); ok {
 		return b, nil
 	}
+	token := l.classView.token(className)
 	classField := field.NewPath("spec", "className")
 	classKey := l.classes.Key("", className)
 	obj, classRevs, err := l.classes.Read(ctx, l.client, classKey)
@@ -232,10 +250,8 @@ func (l *Ledger) classBinding(ctx context.Context, kind schema.GroupKind, name, 
 		return nil, apierrors.NewInvalid(kind, name, field.ErrorList{
 			field.Invalid(classField, className, fmt.Sprintf("the class's SMBIOS model %s differs from %s, the model of its MacOSIdentityPool %q", class.Spec.SMBIOSModel, model, poolName))})
 	}
-	b = &binding{pool: poolName, classKey: classKey, poolKey: poolKey, classCreated: classRevs.Create, poolCreated: poolRevs.Create}
-	l.bindingsMu.Lock()
-	l.bindings[className] = b
-	l.bindingsMu.Unlock()
+	b := &binding{pool: poolName, classKey: classKey, poolKey: poolKey, classCreated: classRevs.Create, poolCreated: poolRevs.Create}
+	l.classView.put(className, b, token)
 	return b, nil
 }
 
@@ -290,36 +306,50 @@ type waitingMachine struct {
 }
 
 // oldestWaiting returns the machine that has waited longest for an identity
-// of pool, or nil. Entries of machines that are gone are dropped on the way.
+// of pool, or nil. Entries of machines that are gone are dropped on the
+// way — except in a dry run, which writes nothing and steps over them.
 func (l *Ledger) oldestWaiting(ctx context.Context, pool string) (*waitingMachine, error) {
+	dryRun := door.IsDryRun(ctx)
+	prefix := l.keys.pendingPrefix(pool)
+	var limit int64 = 1
 	for {
-		resp, err := l.client.Get(ctx, l.keys.pendingPrefix(pool), clientv3.WithPrefix(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+		resp, err := l.client.Get(ctx, prefix, clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(limit))
 		if err != nil {
 			return nil, err
 		}
-		if len(resp.Kvs) == 0 {
-			return nil, nil
-		}
-		kv := resp.Kvs[0]
-		key := string(kv.Key)
-		ns, name := splitNamespaced(key[len(l.keys.pendingPrefix(pool)):])
-		obj, rev, err := l.machines.Get(ctx, l.client, l.machines.Key(ns, name))
-		if err != nil && !storage.IsNotFound(err) {
-			return nil, err
-		}
-		if err == nil {
-			m := obj.(*dockerio.MacOSMachine)
-			if string(m.UID) == string(kv.Value) && m.Status.IdentityRef == nil {
-				return &waitingMachine{pendingKey: key, pendingRev: kv.ModRevision, machine: m, machineRev: rev}, nil
+		stale := 0
+		for _, kv := range resp.Kvs {
+			key := string(kv.Key)
+			ns, name := splitNamespaced(key[len(prefix):])
+			obj, rev, err := l.machines.Get(ctx, l.client, l.machines.Key(ns, name))
+			if err != nil && !storage.IsNotFound(err) {
+				return nil, err
+			}
+			if err == nil {
+				m := obj.(*dockerio.MacOSMachine)
+				if string(m.UID) == string(kv.Value) && m.Status.IdentityRef == nil {
+					return &waitingMachine{pendingKey: key, pendingRev: kv.ModRevision, machine: m, machineRev: rev}, nil
+				}
+			}
+			// A stale entry: its machine was replaced or already holds an
+			// identity. Drop it (if nobody changed it meanwhile).
+			stale++
+			if dryRun {
+				continue
+			}
+			var tx txn.Txn
+			tx.IfUnchanged(key, kv.ModRevision).Delete(key).Delete(l.keys.waiting(ns, name))
+			if _, err := txn.Commit(ctx, l.client, &tx); err != nil {
+				return nil, err
 			}
 		}
-		// A stale entry: its machine was replaced or already holds an
-		// identity. Drop it (if nobody changed it meanwhile) and look again.
-		var tx txn.Txn
-		tx.IfUnchanged(key, kv.ModRevision).Delete(key).Delete(l.keys.waiting(ns, name))
-		if _, err := txn.Commit(ctx, l.client, &tx); err != nil {
-			return nil, err
+		if !resp.More {
+			return nil, nil
+		}
+		if dryRun {
+			// Read past the stale entries this time.
+			limit += int64(stale) + 1
 		}
 	}
 }

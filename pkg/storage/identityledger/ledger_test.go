@@ -78,11 +78,11 @@ func newInstance(t *testing.T, getter *registrytest.RESTOptionsGetter) *instance
 }
 
 func (i *instance) nsCtx() context.Context {
-	return genericregistrytest.NewNamespaceScopeContext(i.machines.Machine.Store, metav1.NamespaceDefault)
+	return genericregistrytest.NewNamespaceScopeContext(i.machines.Machine.Store.Store, metav1.NamespaceDefault)
 }
 
 func (i *instance) clusterCtx() context.Context {
-	return genericregistrytest.NewClusterScopeContext(i.identities.Identity.Store)
+	return genericregistrytest.NewClusterScopeContext(i.identities.Identity.Store.Store)
 }
 
 // nextIdentity returns a new valid identity of pool imacpro.

@@ -18,8 +18,8 @@ package identityledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"path"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,23 +28,39 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/storage/door"
 	"github.com/dockerios/dockerios/pkg/storage/txn"
 )
 
+// AuthorizeFunc says whether the user of ctx may have m draw identities
+// from pool (the verb use on it): nil, or the 403 to answer.
+type AuthorizeFunc func(ctx context.Context, m *dockerio.MacOSMachine, pool string) error
+
 // MachineStorage wraps the storage of MacOSMachines so that a machine takes
 // an identity in the transaction that creates it, and gives it back in the
-// transaction that deletes it or marks it Failed.
-func (l *Ledger) MachineStorage(inner storage.Interface) storage.Interface {
-	return &machineStorage{Interface: inner, l: l}
+// transaction that deletes it or marks it Failed — whichever REST path
+// creates, updates or deletes it (see package door). authorize is asked,
+// for every create, about the pool the transaction draws from.
+func (l *Ledger) MachineStorage(inner storage.Interface, authorize AuthorizeFunc) storage.Interface {
+	return &machineStorage{Interface: inner, l: l, authorize: authorize}
 }
 
 type machineStorage struct {
 	storage.Interface
-	l *Ledger
+	l         *Ledger
+	authorize AuthorizeFunc
 }
+
+var _ door.Storage = &machineStorage{}
+
+// AnswersDryRuns: every write here honours door.WithDryRun.
+func (s *machineStorage) AnswersDryRuns() {}
 
 // Create writes a new machine holding a free identity of its class's pool
 // or, when none is free, waiting for one — never without a record of which.
+// The user must be allowed to use the pool the transaction draws from: the
+// check is made against the very class and pool the transaction requires
+// unchanged, so a class recreated meanwhile is checked anew.
 func (s *machineStorage) Create(ctx context.Context, key string, obj, out runtime.Object, _ uint64) error {
 	l := s.l
 	m, ok := obj.(*dockerio.MacOSMachine)
@@ -62,7 +78,14 @@ func (s *machineStorage) Create(ctx context.Context, key string, obj, out runtim
 	if err != nil {
 		return err
 	}
-	for attempt := range maxAttempts {
+	authorized := ""
+	for attempt := range l.attempts(ctx) {
+		if b.pool != authorized && s.authorize != nil {
+			if err := s.authorize(ctx, m, b.pool); err != nil {
+				return err
+			}
+			authorized = b.pool
+		}
 		// The first attempt uses what this apiserver already knows (its
 		// view of the free list, its watch cache); after a race, etcd.
 		free, err := l.pickFree(ctx, b.pool, attempt == 0)
@@ -121,7 +144,7 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 	if err != nil && !storage.IsNotFound(err) {
 		return done, err
 	}
-	if err != nil || obj.(*dockerio.MacOSIdentity).Status.Allocation != nil {
+	if err != nil || obj.(*dockerio.MacOSIdentity).Status.Allocation != nil || isQuarantined(obj.(*dockerio.MacOSIdentity)) {
 		if fromCache {
 			// The view or the cache is behind: look again in etcd.
 			l.free.forget(b.pool, free.key)
@@ -158,6 +181,12 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 	res, err := txn.Commit(ctx, l.client, &tx)
 	if err != nil {
 		return done, err
+	}
+	if door.IsDryRun(ctx) {
+		if !res.Succeeded {
+			return l.failed(ctx, key, mKey, b, res)
+		}
+		return done, written.Into(out, res.Revision)
 	}
 	l.free.forget(b.pool, free.key) // taken now, by us or by someone faster
 	if !res.Succeeded {
@@ -210,10 +239,13 @@ func (s *machineStorage) createWaiting(ctx context.Context, key, mKey string, m 
 	if !res.Succeeded {
 		return l.failed(ctx, key, mKey, b, res)
 	}
-	metricAllocations.WithLabelValues("waiting").Inc()
 	if err := written.Into(out, res.Revision); err != nil {
 		return done, err
 	}
+	if door.IsDryRun(ctx) {
+		return done, nil
+	}
+	metricAllocations.WithLabelValues("waiting").Inc()
 	l.event(waiting, "MacOSMachine", corev1.EventTypeWarning, ReasonPoolExhausted,
 		"MacOSIdentityPool %s has no free identity; the machine waits for the next one freed or added", pool)
 	return done, nil
@@ -221,24 +253,30 @@ func (s *machineStorage) createWaiting(ctx context.Context, key, mKey string, m 
 
 // Delete removes a machine and, in the same transaction, gives its identity
 // to the machine that has waited longest for one of that pool, or back to
-// the pool. A waiting machine stops waiting.
+// the pool. A waiting machine stops waiting. The claim bound to it learns
+// it is Lost in that same transaction.
 func (s *machineStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
-	validateDeletion storage.ValidateObjectFunc, _ runtime.Object, _ storage.DeleteOptions) error {
+	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
 	l := s.l
+	if opts.ExpectTransformOrDecodeError {
+		// An object etcd holds but nobody can decode (see
+		// IgnoreStoreReadErrorWithClusterBreakingPotential): its identity
+		// cannot be read from it, so the store deletes it as it would any
+		// corrupt object, and the repair audit gives back what it held.
+		return s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
+	}
 	mKey, err := l.machines.EtcdKey(key)
 	if err != nil {
 		return err
 	}
-	for range maxAttempts {
+	for range l.attempts(ctx) {
 		obj, rev, err := l.machines.Get(ctx, l.client, mKey)
 		if err != nil {
 			return err
 		}
 		m := obj.(*dockerio.MacOSMachine)
-		if preconditions != nil {
-			if err := preconditions.Check(key, m); err != nil {
-				return err
-			}
+		if err := preconditions.Check(key, m); err != nil {
+			return err
 		}
 		if err := validateDeletion(ctx, m); err != nil {
 			return err
@@ -261,6 +299,10 @@ func (s *machineStorage) Delete(ctx context.Context, key string, out runtime.Obj
 		if !res.Succeeded {
 			continue
 		}
+		if door.IsDryRun(ctx) {
+			// As the generic store's dry run: the object as it is.
+			return copyInto(out, m)
+		}
 		handoff.announce(l)
 		metricReleases.WithLabelValues("delete").Inc()
 		// Like the etcd3 store, answer with the deleted object at the
@@ -270,51 +312,35 @@ func (s *machineStorage) Delete(ctx context.Context, key string, out runtime.Obj
 		}
 		return copyInto(out, m)
 	}
-	return contended("macosmachines", key, "")
+	return contended("macosmachines", nameOf(key), "")
 }
 
-// errReleaseNeeded stops a generic update that would move a machine to
-// Failed: that write must also release the identity, in one transaction.
-var errReleaseNeeded = errors.New("identity release needed")
-
-// GuaranteedUpdate lets the generic store make every update, except the one
-// that moves a machine to Failed: a failed machine gives back what it holds
-// (rule 3), so that write is made here together with the release.
+// GuaranteedUpdate lets the generic store make every update, except two:
+// a create (server-side apply of a new machine) goes to Create, so it
+// allocates exactly as a POST does; and the move to Failed is made here,
+// because a failed machine gives back what it holds (rule 3) in that same
+// transaction.
 func (s *machineStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
-	l := s.l
-	mKey, err := l.machines.EtcdKey(key)
-	if err != nil {
-		return err
+	return door.Updater{
+		Inner:     s.Interface,
+		Create:    s.Create,
+		Intercept: s.interceptFailing,
+		Copy:      s.l.machines.Copy,
+	}.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject)
+}
+
+// interceptFailing takes over the update that moves a machine to Failed.
+func (s *machineStorage) interceptFailing(input, output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
+	old, ok1 := input.(*dockerio.MacOSMachine)
+	updated, ok2 := output.(*dockerio.MacOSMachine)
+	if !ok1 || !ok2 || updated.Status.Phase != dockerio.MachineFailed || old.Status.Phase == dockerio.MachineFailed {
+		return nil
 	}
-	for range maxAttempts {
-		var failing *failTransition
-		err := s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions,
-			func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
-				output, ttl, err := tryUpdate(input, res)
-				if err != nil {
-					return output, ttl, err
-				}
-				old, ok1 := input.(*dockerio.MacOSMachine)
-				updated, ok2 := output.(*dockerio.MacOSMachine)
-				if ok1 && ok2 && updated.Status.Phase == dockerio.MachineFailed && old.Status.Phase != dockerio.MachineFailed {
-					failing = &failTransition{old: old, updated: updated, rev: int64(res.ResourceVersion)}
-					return nil, nil, errReleaseNeeded
-				}
-				return output, ttl, nil
-			}, cachedExistingObject)
-		if !errors.Is(err, errReleaseNeeded) {
-			return err
-		}
-		done, err := s.failAndRelease(ctx, mKey, failing, destination)
-		if done || err != nil {
-			return err
-		}
-		// The machine changed since the update read it: let the generic
-		// store read it again and the update decide again.
-		cachedExistingObject = nil
+	f := &failTransition{old: old, updated: updated, rev: rev}
+	return func(ctx context.Context, destination runtime.Object) (bool, error) {
+		return s.failAndRelease(ctx, s.l.machines.Key(old.Namespace, old.Name), f, destination)
 	}
-	return contended("macosmachines", key, "")
 }
 
 type failTransition struct {
@@ -348,6 +374,10 @@ func (s *machineStorage) failAndRelease(ctx context.Context, mKey string, f *fai
 	res, err := txn.Commit(ctx, l.client, &tx)
 	if err != nil || !res.Succeeded {
 		return false, err
+	}
+	if door.IsDryRun(ctx) {
+		// As the generic store's dry-run update: the resourceVersion read.
+		return true, written.Into(destination, f.rev)
 	}
 	handoff.announce(l)
 	metricReleases.WithLabelValues("failed").Inc()
@@ -400,6 +430,14 @@ func (l *Ledger) release(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMach
 		return nil, nil
 	}
 	tx.IfUnchanged(idKey, idRev)
+	if isQuarantined(id) {
+		// A duplicate goes to nobody: released, but neither onto the free
+		// list nor to a waiting machine, until a person resolves it.
+		released := id.DeepCopy()
+		released.Status.Allocation = nil
+		_, err := tx.PutObject(ctx, l.identities, idKey, released)
+		return nil, err
+	}
 	pool := id.Spec.PoolName
 	next, err := l.oldestWaiting(ctx, pool)
 	if err != nil {
@@ -436,3 +474,6 @@ func copyInto(out, in runtime.Object) error {
 	*dst = *src
 	return nil
 }
+
+// nameOf is the object name at the end of a store key, for messages.
+func nameOf(key string) string { return path.Base(key) }

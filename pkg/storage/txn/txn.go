@@ -41,6 +41,8 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
+
+	"github.com/dockerios/dockerios/pkg/storage/door"
 )
 
 // MaxOps is etcd's default limit on the operations of one transaction
@@ -153,6 +155,18 @@ func (r *Resource) Decode(ctx context.Context, key string, stored []byte, rev in
 		return nil, err
 	}
 	return obj, nil
+}
+
+// Copy copies in into out as storage would return it: a round trip
+// through the resource's storage codec, resourceVersion included. It is
+// how a dry run answers with the object it would have written.
+func (r *Resource) Copy(in, out runtime.Object) error {
+	data, err := runtime.Encode(r.codec, in)
+	if err != nil {
+		return err
+	}
+	_, _, err = r.codec.Decode(data, nil, out)
+	return err
 }
 
 // Get reads the object at key and the revision it was last modified at. A
@@ -306,15 +320,28 @@ type KeyValue struct {
 }
 
 // Commit runs the transaction: all writes, or none.
+//
+// In a dry run (door.IsDryRun(ctx)) it evaluates the same conditions
+// against etcd and writes nothing, so a dry run fails exactly where the
+// real write would; its Revision is 0, which gives the objects it would
+// have written no resourceVersion, as the generic store's dry runs do.
 func Commit(ctx context.Context, client *clientv3.Client, t *Txn) (Result, error) {
 	if n := len(t.ops) + len(t.conds); n > MaxOps {
 		return Result{}, fmt.Errorf("transaction has %d operations, over etcd's limit of %d", n, MaxOps)
 	}
-	resp, err := client.Txn(ctx).If(t.conds...).Then(t.ops...).Else(t.onFail...).Commit()
+	dryRun := door.IsDryRun(ctx)
+	then := t.ops
+	if dryRun {
+		then = nil
+	}
+	resp, err := client.Txn(ctx).If(t.conds...).Then(then...).Else(t.onFail...).Commit()
 	if err != nil {
 		return Result{}, err
 	}
 	res := Result{Succeeded: resp.Succeeded, Revision: resp.Header.Revision}
+	if dryRun {
+		res.Revision = 0
+	}
 	if !resp.Succeeded {
 		res.Found = map[string]KeyValue{}
 		for _, r := range resp.Responses {

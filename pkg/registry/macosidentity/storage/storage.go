@@ -25,14 +25,16 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/registry/ledgerstore"
 	"github.com/dockerios/dockerios/pkg/registry/macosidentity"
 	"github.com/dockerios/dockerios/pkg/registry/statusrest"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 )
 
-// REST serves macosidentities.
+// REST serves macosidentities. Every write, dry runs included, goes through
+// the identity ledger's storage (see package ledgerstore).
 type REST struct {
-	*genericregistry.Store
+	*ledgerstore.Store
 }
 
 // IdentityStorage bundles an identity's resource and subresources.
@@ -62,11 +64,11 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, ledger *identityledger.Led
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: macosidentity.GetAttrs}); err != nil {
 		return IdentityStorage{}, err
 	}
-	// Creates and deletes (and, for machines, the move to Failed) go
-	// through the identity ledger, which makes them in one transaction with
-	// the index keys and the other object they change.
+	// Creates (whether POSTed or applied) and deletes go through the
+	// identity ledger, which makes them in one transaction with the index
+	// keys that keep values unique and the machine an identity is given to.
 	store.Storage.Storage = ledger.IdentityStorage(store.Storage.Storage)
-	return IdentityStorage{Identity: &REST{store}, Status: statusrest.New(store, macosidentity.StatusStrategy)}, nil
+	return IdentityStorage{Identity: &REST{&ledgerstore.Store{Store: store}}, Status: statusrest.New(store, macosidentity.StatusStrategy)}, nil
 }
 
 // ShortNames lets `kubectl get mid` work. Identities are deliberately in no

@@ -64,7 +64,7 @@ func allocation() *dockerio.IdentityAllocation {
 // allocation out of users' hands.
 func seedAllocated(t *testing.T, s IdentityStorage, id *dockerio.MacOSIdentity) *dockerio.MacOSIdentity {
 	t.Helper()
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	id.Status.Allocation = allocation()
 	key, err := s.Identity.KeyFunc(ctx, id.Name)
 	require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestStorage_Create(t *testing.T) {
 	multicast.Spec.MACAddress, multicast.Spec.ROM = "01:0A:27:00:00:01", "010A27000001"
 	noPool := registrytest.Identity("x")
 	noPool.Spec.PoolName = ""
-	genericregistrytest.New(t, s.Identity.Store).ClusterScope().TestCreate(registrytest.Identity("id-1"), romMismatch, shortSerial, multicast, noPool)
+	genericregistrytest.New(t, s.Identity.Store.Store).ClusterScope().TestCreate(registrytest.Identity("id-1"), romMismatch, shortSerial, multicast, noPool)
 }
 
 func TestCreate_ReportsFieldPath(t *testing.T) {
@@ -112,7 +112,7 @@ func TestCreate_ReportsFieldPath(t *testing.T) {
 		"model malformed":        {mutate: func(id *dockerio.MacOSIdentity) { id.Spec.Model = "iMacPro" }, wantField: "spec.model"},
 	}
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			id := registrytest.Identity(strings.ReplaceAll(name, " ", "-"))
@@ -153,7 +153,7 @@ func TestCreate_CanonicalizesValuesToUpperCase(t *testing.T) {
 		},
 	}
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			id := registrytest.Identity("id-1")
@@ -177,14 +177,14 @@ func TestCreate_CanonicalizesValuesToUpperCase(t *testing.T) {
 
 func mustGet(t *testing.T, s IdentityStorage, name string) runtime.Object {
 	t.Helper()
-	obj, err := s.Identity.Get(genericregistrytest.NewClusterScopeContext(s.Identity.Store), name, &metav1.GetOptions{})
+	obj, err := s.Identity.Get(genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store), name, &metav1.GetOptions{})
 	require.NoError(t, err)
 	return obj
 }
 
 func TestUpdate_ReapplyingLowerCaseSpellingIsNotAChange(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	created, err := s.Identity.Create(ctx, registrytest.Identity("id-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -205,7 +205,7 @@ func TestUpdate_ReapplyingLowerCaseSpellingIsNotAChange(t *testing.T) {
 // under several names, which uniqueness (rightly) refuses.
 func TestUpdate_LabelsMayChange(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	_, err := s.Identity.Create(ctx, registrytest.Identity("id-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
 	update := mustGet(t, s, "id-1").(*dockerio.MacOSIdentity).DeepCopy()
@@ -223,7 +223,7 @@ func TestUpdate_SpecIsImmutable(t *testing.T) {
 		"mac and rom": func(s *dockerio.MacOSIdentitySpec) { s.MACAddress, s.ROM = "00:0A:27:00:00:02", "000A27000002" },
 	}
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	_, err := s.Identity.Create(ctx, registrytest.Identity("id-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
 	for name, mutate := range cases {
@@ -241,14 +241,14 @@ func TestUpdate_SpecIsImmutable(t *testing.T) {
 
 func TestStorage_Delete(t *testing.T) {
 	s := newStorage(t)
-	genericregistrytest.New(t, s.Identity.Store).ClusterScope().ReturnDeletedObject().TestDelete(registrytest.Identity("id-1"))
+	genericregistrytest.New(t, s.Identity.Store.Store).ClusterScope().ReturnDeletedObject().TestDelete(registrytest.Identity("id-1"))
 }
 
 // Get and list are tested by hand: the generic tester stores one object
 // under several names, which uniqueness refuses.
 func TestGetAndList_ReturnWhatWasCreated(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	for _, id := range []*dockerio.MacOSIdentity{registrytest.Identity("id-1"), otherIdentity("id-2", "imacpro", 2)} {
 		_, err := s.Identity.Create(ctx, id, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -270,7 +270,7 @@ func TestGetAndList_ReturnWhatWasCreated(t *testing.T) {
 
 func TestStorage_WatchSelectsByLabelAndField(t *testing.T) {
 	s := newStorage(t)
-	genericregistrytest.New(t, s.Identity.Store).ClusterScope().TestWatch(registrytest.Identity("id-1"),
+	genericregistrytest.New(t, s.Identity.Store.Store).ClusterScope().TestWatch(registrytest.Identity("id-1"),
 		[]labels.Set{{"fleet": "ci"}},
 		[]labels.Set{{"fleet": "prod"}},
 		[]fields.Set{
@@ -283,7 +283,7 @@ func TestStorage_WatchSelectsByLabelAndField(t *testing.T) {
 
 func TestList_FieldSelectors(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	_, err := s.Identity.Create(ctx, registrytest.Identity("free-imacpro"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = s.Identity.Create(ctx, otherIdentity("free-macpro", "macpro", 2), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
@@ -352,7 +352,7 @@ func TestSelectableFields_MatchV1alpha1(t *testing.T) {
 
 func TestCreate_IgnoresAllocationInRequest(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	id := registrytest.Identity("id-1")
 	id.Status.Allocation = allocation()
 	created, err := s.Identity.Create(ctx, id, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
@@ -363,7 +363,7 @@ func TestCreate_IgnoresAllocationInRequest(t *testing.T) {
 
 func TestMainResource_CannotSetOrClearAllocation(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	_, err := s.Identity.Create(ctx, registrytest.Identity("free"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
 	seedAllocated(t, s, otherIdentity("held", "imacpro", 2))
@@ -391,7 +391,7 @@ func TestMainResource_CannotSetOrClearAllocation(t *testing.T) {
 
 func TestStatus_CannotSetAllocation(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	_, err := s.Identity.Create(ctx, registrytest.Identity("free"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
 	seedAllocated(t, s, otherIdentity("held", "imacpro", 2))
@@ -428,7 +428,7 @@ func TestStatus_CannotSetAllocation(t *testing.T) {
 
 func TestStatus_CannotChangeSpecOrLabels(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store)
+	ctx := genericregistrytest.NewClusterScopeContext(s.Identity.Store.Store)
 	created, err := s.Identity.Create(ctx, registrytest.Identity("id-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
 	update := created.(*dockerio.MacOSIdentity).DeepCopy()

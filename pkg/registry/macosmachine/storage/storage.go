@@ -22,7 +22,6 @@ package storage
 import (
 	"context"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -31,16 +30,16 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/registry/customverbs"
+	"github.com/dockerios/dockerios/pkg/registry/ledgerstore"
 	"github.com/dockerios/dockerios/pkg/registry/macosmachine"
 	"github.com/dockerios/dockerios/pkg/registry/statusrest"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 )
 
-// REST serves macosmachines.
+// REST serves macosmachines. Every write, dry runs included, goes through
+// the identity ledger's storage (see package ledgerstore).
 type REST struct {
-	*genericregistry.Store
-	ledger     *identityledger.Ledger
-	authorizer authorizer.Authorizer
+	*ledgerstore.Store
 }
 
 // MachineStorage bundles a machine's resource and subresources.
@@ -73,33 +72,16 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, ledger *identityledger.Led
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: macosmachine.GetAttrs}); err != nil {
 		return MachineStorage{}, err
 	}
-	// Creates and deletes (and, for machines, the move to Failed) go
-	// through the identity ledger, which makes them in one transaction with
-	// the index keys and the other object they change.
-	store.Storage.Storage = ledger.MachineStorage(store.Storage.Storage)
-	return MachineStorage{Machine: &REST{Store: store, ledger: ledger, authorizer: authz}, Status: statusrest.New(store, macosmachine.StatusStrategy)}, nil
-}
-
-// Create creates a machine if its user may use the identity pool its class
-// draws from. The check runs after validation, so a malformed machine gets
-// its 422 first.
-func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
-	return r.Store.Create(ctx, obj, func(ctx context.Context, obj runtime.Object) error {
-		m := obj.(*dockerio.MacOSMachine)
-		pool, err := r.ledger.IdentityPoolOf(ctx, dockerio.Kind("MacOSMachine"), m.Name, m.Spec.ClassName)
-		if err != nil {
-			return err
-		}
-		if err := customverbs.Require(ctx, r.authorizer, customverbs.Use,
+	// Creates (whether POSTed or applied), deletes and the move to Failed
+	// go through the identity ledger, which makes each in one transaction
+	// with the index keys and the other objects it changes, and checks
+	// there that the user may use the pool the machine draws from.
+	store.Storage.Storage = ledger.MachineStorage(store.Storage.Storage, func(ctx context.Context, m *dockerio.MacOSMachine, pool string) error {
+		return customverbs.Require(ctx, authz, customverbs.Use,
 			customverbs.Target{Resource: "macosidentitypools", Name: pool},
-			dockerio.Resource("macosmachines"), m.Name, "a machine draws an identity from its class's pool, which needs verb use on it"); err != nil {
-			return err
-		}
-		if createValidation != nil {
-			return createValidation(ctx, obj)
-		}
-		return nil
-	}, options)
+			dockerio.Resource("macosmachines"), m.Name, "a machine draws an identity from its class's pool, which needs verb use on it")
+	})
+	return MachineStorage{Machine: &REST{Store: &ledgerstore.Store{Store: store}}, Status: statusrest.New(store, macosmachine.StatusStrategy)}, nil
 }
 
 // ShortNames lets `kubectl get mm` work.

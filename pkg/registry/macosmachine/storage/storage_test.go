@@ -73,7 +73,7 @@ func TestStorage_CreateValidatesMachine(t *testing.T) {
 		"bad vm label":     {mutate: func(m *dockerio.MacOSMachine) { m.Spec.VMLabels = map[string]string{"a b": "c"} }, wantField: "spec.vmLabels"},
 	}
 	s := newStorage(t)
-	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store, metav1.NamespaceDefault)
+	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			m := registrytest.Machine("mac-1")
@@ -92,7 +92,7 @@ func TestStorage_CreateValidatesMachine(t *testing.T) {
 
 func TestStorage_UpdateAllowsMetadataButNotSpec(t *testing.T) {
 	s := newStorage(t)
-	test := genericregistrytest.New(t, s.Machine.Store)
+	test := genericregistrytest.New(t, s.Machine.Store.Store)
 	test.TestUpdate(forTester(registrytest.Machine("mac-1")),
 		func(obj runtime.Object) runtime.Object {
 			m := obj.(*dockerio.MacOSMachine)
@@ -109,12 +109,12 @@ func TestStorage_UpdateAllowsMetadataButNotSpec(t *testing.T) {
 
 func TestStorage_Get(t *testing.T) {
 	s := newStorage(t)
-	genericregistrytest.New(t, s.Machine.Store).TestGet(forTester(registrytest.Machine("mac-1")))
+	genericregistrytest.New(t, s.Machine.Store.Store).TestGet(forTester(registrytest.Machine("mac-1")))
 }
 
 func TestStorage_List(t *testing.T) {
 	s := newStorage(t)
-	genericregistrytest.New(t, s.Machine.Store).TestList(forTester(registrytest.Machine("mac-1")))
+	genericregistrytest.New(t, s.Machine.Store.Store).TestList(forTester(registrytest.Machine("mac-1")))
 }
 
 func TestStorage_WatchSelectsByLabelAndField(t *testing.T) {
@@ -137,7 +137,7 @@ func TestStorage_WatchSelectsByLabelAndField(t *testing.T) {
 		"name mismatch":   {fields: fields.OneTermEqualSelector("metadata.name", "sentinel")},
 	}
 	s := newStorage(t)
-	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store, metav1.NamespaceDefault)
+	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
 	watchers := map[string]watch.Interface{}
 	for name, tc := range cases {
 		w, err := s.Machine.Watch(ctx, &metainternalversion.ListOptions{LabelSelector: tc.labels, FieldSelector: tc.fields, ResourceVersion: "0"})
@@ -173,7 +173,7 @@ func TestStorage_WatchSelectsByLabelAndField(t *testing.T) {
 
 func TestStorage_DeleteWaitsForTeardownFinalizer(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store, metav1.NamespaceDefault)
+	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
 
 	created, err := s.Machine.Create(ctx, registrytest.Machine("mac-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -195,7 +195,7 @@ func TestStorage_DeleteWaitsForTeardownFinalizer(t *testing.T) {
 
 func TestStatus_WritesObservationsButNotSpecOrOwnedReferences(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store, metav1.NamespaceDefault)
+	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
 	created, err := s.Machine.Create(ctx, registrytest.Machine("mac-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -221,7 +221,7 @@ func TestStatus_WritesObservationsButNotSpecOrOwnedReferences(t *testing.T) {
 
 func TestStatus_RejectsUnknownPhase(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store, metav1.NamespaceDefault)
+	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
 	created, err := s.Machine.Create(ctx, registrytest.Machine("mac-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 	require.NoError(t, err)
 	update := created.(*dockerio.MacOSMachine).DeepCopy()
@@ -233,7 +233,7 @@ func TestStatus_RejectsUnknownPhase(t *testing.T) {
 
 func TestMainResource_IgnoresStatus(t *testing.T) {
 	s := newStorage(t)
-	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store, metav1.NamespaceDefault)
+	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
 	m := registrytest.Machine("mac-1")
 	m.Status.Phase = dockerio.MachineReady
 	created, err := s.Machine.Create(ctx, m, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})

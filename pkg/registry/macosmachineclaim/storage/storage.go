@@ -104,16 +104,28 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, deps Deps) (ClaimStorage, 
 // pool it names, or use on the identity pool of the class it names. The
 // checks run after validation, so a malformed claim gets its 422 first.
 func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
-	return r.Store.Create(ctx, obj, func(ctx context.Context, obj runtime.Object) error {
-		c := obj.(*dockerio.MacOSMachineClaim)
-		if err := r.authorize(ctx, c); err != nil {
+	return r.Store.Create(ctx, obj, r.checkingVerbs(createValidation), options)
+}
+
+// Update updates a claim. Server-side apply of a claim that does not exist
+// creates it here, and is checked exactly as Create is; a claim's spec is
+// immutable, so no update changes what it asks for.
+func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.Store.Update(ctx, name, objInfo, r.checkingVerbs(createValidation), updateValidation, forceAllowCreate, options)
+}
+
+// checkingVerbs is createValidation preceded by the custom verb checks: the
+// generic store calls it on every path that creates a claim.
+func (r *REST) checkingVerbs(createValidation rest.ValidateObjectFunc) rest.ValidateObjectFunc {
+	return func(ctx context.Context, obj runtime.Object) error {
+		if err := r.authorize(ctx, obj.(*dockerio.MacOSMachineClaim)); err != nil {
 			return err
 		}
 		if createValidation != nil {
 			return createValidation(ctx, obj)
 		}
 		return nil
-	}, options)
+	}
 }
 
 func (r *REST) authorize(ctx context.Context, c *dockerio.MacOSMachineClaim) error {

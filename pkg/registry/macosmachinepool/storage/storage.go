@@ -102,7 +102,21 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, classes customverbs.ClassP
 // draws from: the pool's machines will hold identities from it. The check
 // runs after validation, so a malformed pool gets its 422 first.
 func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, options *metav1.CreateOptions) (runtime.Object, error) {
-	return r.Store.Create(ctx, obj, func(ctx context.Context, obj runtime.Object) error {
+	return r.Store.Create(ctx, obj, r.checkingUse(createValidation), options)
+}
+
+// Update updates a pool. Server-side apply of a pool that does not exist
+// creates it here, and is checked exactly as Create is; a pool's class is
+// immutable, so no update changes what its machines draw from.
+func (r *REST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	return r.Store.Update(ctx, name, objInfo, r.checkingUse(createValidation), updateValidation, forceAllowCreate, options)
+}
+
+// checkingUse is createValidation preceded by the check of verb use on
+// the class's identity pool: the generic store calls it on every path that
+// creates a pool.
+func (r *REST) checkingUse(createValidation rest.ValidateObjectFunc) rest.ValidateObjectFunc {
+	return func(ctx context.Context, obj runtime.Object) error {
 		p := obj.(*dockerio.MacOSMachinePool)
 		identityPool, err := r.classes.IdentityPoolOf(ctx, dockerio.Kind("MacOSMachinePool"), p.Name, p.Spec.ClassName)
 		if err != nil {
@@ -117,7 +131,7 @@ func (r *REST) Create(ctx context.Context, obj runtime.Object, createValidation 
 			return createValidation(ctx, obj)
 		}
 		return nil
-	}, options)
+	}
 }
 
 // ShortNames lets `kubectl get mmpool` work.
