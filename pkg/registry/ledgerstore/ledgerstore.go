@@ -52,10 +52,10 @@ type Store struct {
 }
 
 var (
-	_ rest.StandardStorage        = &Store{}
-	_ rest.CollectionDeleter      = &Store{}
-	_ rest.ResetFieldsStrategy    = &Store{}
-	_ rest.TableConvertor         = &Store{}
+	_ rest.StandardStorage              = &Store{}
+	_ rest.CollectionDeleter            = &Store{}
+	_ rest.ResetFieldsStrategy          = &Store{}
+	_ rest.TableConvertor               = &Store{}
 	_ rest.CorruptObjectDeleterProvider = &Store{}
 )
 
