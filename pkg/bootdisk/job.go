@@ -45,6 +45,9 @@ const (
 	OutputMountPath = "/output"
 	// ScratchMountPath is the emptyDir the raw image is assembled in.
 	ScratchMountPath = "/scratch"
+	// IdentityMountPath is where the identity Secret is mounted, read-only:
+	// one file per value (the builder's --identity-dir).
+	IdentityMountPath = "/identity"
 	// TokenEnv carries the per-machine agent token.
 	TokenEnv = "DOCKERIOS_AGENT_TOKEN"
 	// ResultFile, in the output volume, marks a finished artifact.
@@ -81,6 +84,32 @@ const (
 	DefaultFormat                = "raw"
 )
 
+// Keys of the identity Secret: the MacOSIdentity spec's field names, which
+// are the file names the builder reads from IdentityMountPath.
+const (
+	IdentityKeySerialNumber      = "serialNumber"
+	IdentityKeyBoardSerialNumber = "boardSerialNumber"
+	IdentityKeySystemUUID        = "systemUUID"
+	IdentityKeyMACAddress        = "macAddress"
+	IdentityKeyROM               = "rom"
+)
+
+// IdentitySecretData is what the identity Secret holds: the identity's five
+// values, one key each. They reach the builder only through this Secret,
+// never as arguments or plain environment variables: a Job's and a Pod's
+// spec are readable by everyone Kubernetes' view role admits to the
+// namespace, who may not read the identity.
+func IdentitySecretData(id *v1alpha1.MacOSIdentity) map[string][]byte {
+	s := id.Spec
+	return map[string][]byte{
+		IdentityKeySerialNumber:      []byte(s.SerialNumber),
+		IdentityKeyBoardSerialNumber: []byte(s.BoardSerialNumber),
+		IdentityKeySystemUUID:        []byte(s.SystemUUID),
+		IdentityKeyMACAddress:        []byte(s.MACAddress),
+		IdentityKeyROM:               []byte(s.ROM),
+	}
+}
+
 // JobOptions are what the controller decides beyond the three objects.
 type JobOptions struct {
 	// Image is the bootdisk builder image, by digest in production.
@@ -92,6 +121,10 @@ type JobOptions struct {
 	// the agent token under TokenSecretKey (default "token").
 	TokenSecretName string
 	TokenSecretKey  string
+	// IdentitySecretName is the Secret, in the machine's namespace, holding
+	// IdentitySecretData of the identity. It must exist before the Job's
+	// pod can start.
+	IdentitySecretName string
 	// Format is "raw" (default; disk.img) or "qcow2" (bootdisk.qcow2).
 	Format string
 	// BackoffLimit defaults to DefaultBackoffLimit; ActiveDeadlineSeconds
@@ -190,6 +223,9 @@ func Job(machine *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, class *v1al
 	if opts.TokenSecretName == "" {
 		problems = append(problems, "token Secret is empty")
 	}
+	if opts.IdentitySecretName == "" {
+		problems = append(problems, "identity Secret is empty")
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("bootdisk: %s", strings.Join(problems, "; "))
 	}
@@ -204,15 +240,12 @@ func Job(machine *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, class *v1al
 		"app.kubernetes.io/component": ComponentLabelValue,
 		MachineUIDLabel:               string(machine.UID),
 	}
-	s := id.Spec
+	// The model is no secret (the class names it); every identity value
+	// comes from the mounted Secret.
 	args := []string{
 		"render",
-		"--model=" + s.Model,
-		"--serial=" + s.SerialNumber,
-		"--board-serial=" + s.BoardSerialNumber,
-		"--uuid=" + s.SystemUUID,
-		"--mac-address=" + s.MACAddress,
-		"--rom=" + s.ROM,
+		"--model=" + id.Spec.Model,
+		"--identity-dir=" + IdentityMountPath,
 		"--width=" + strconv.Itoa(int(w)),
 		"--height=" + strconv.Itoa(int(h)),
 		"--format=" + format,
@@ -283,6 +316,7 @@ func Job(machine *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, class *v1al
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "output", MountPath: OutputMountPath},
 							{Name: "scratch", MountPath: ScratchMountPath},
+							{Name: "identity", MountPath: IdentityMountPath, ReadOnly: true},
 						},
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{
@@ -306,6 +340,9 @@ func Job(machine *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, class *v1al
 						// The raw image is assembled here before it is copied
 						// to the output volume: 4 GiB is the largest disk.
 						{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("4Gi"))}}},
+						// Readable by the pod's group (its fsGroup) only.
+						{Name: "identity", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+							SecretName: opts.IdentitySecretName, DefaultMode: ptr.To(int32(0o440))}}},
 					},
 				},
 			},

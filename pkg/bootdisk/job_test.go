@@ -17,6 +17,7 @@ limitations under the License.
 package bootdisk
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -54,7 +55,8 @@ func objects() (*v1alpha1.MacOSMachine, *v1alpha1.MacOSIdentity, *v1alpha1.MacOS
 }
 
 func options() JobOptions {
-	return JobOptions{Image: "registry.example/dockerios/bootdisk@sha256:0123", OutputPVCName: "ci-1-bootdisk", TokenSecretName: "ci-1-agent-token"}
+	return JobOptions{Image: "registry.example/dockerios/bootdisk@sha256:0123", OutputPVCName: "ci-1-bootdisk", TokenSecretName: "ci-1-agent-token",
+		IdentitySecretName: "ci-1-identity"}
 }
 
 func TestJob(t *testing.T) {
@@ -88,8 +90,7 @@ func TestJob(t *testing.T) {
 	if c.Image != options().Image || *c.SecurityContext.AllowPrivilegeEscalation || !*c.SecurityContext.ReadOnlyRootFilesystem || c.SecurityContext.Capabilities.Drop[0] != "ALL" {
 		t.Errorf("container %+v", c)
 	}
-	wantArgs := []string{"render", "--model=iMacPro1,1", "--serial=C02CK029HX87", "--board-serial=C02015700QXJG36CB",
-		"--uuid=4B408A88-4062-4532-9AA1-3D8A3549327F", "--mac-address=34:31:8F:D3:88:E4", "--rom=34318FD388E4",
+	wantArgs := []string{"render", "--model=iMacPro1,1", "--identity-dir=/identity",
 		"--width=2560", "--height=1440", "--format=raw", "--output-dir=/output", "--scratch-dir=/scratch"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args\n got %q\nwant %q", c.Args, wantArgs)
@@ -105,6 +106,10 @@ func TestJob(t *testing.T) {
 	}
 	if pod.Volumes[0].PersistentVolumeClaim.ClaimName != "ci-1-bootdisk" || c.VolumeMounts[0].MountPath != "/output" {
 		t.Errorf("output volume %+v %+v", pod.Volumes[0], c.VolumeMounts[0])
+	}
+	if v, m := pod.Volumes[2], c.VolumeMounts[2]; v.Secret == nil || v.Secret.SecretName != "ci-1-identity" || ptr.Deref(v.Secret.Optional, false) ||
+		*v.Secret.DefaultMode != 0o440 || m.Name != v.Name || m.MountPath != IdentityMountPath || !m.ReadOnly {
+		t.Errorf("identity volume %+v mounted %+v", v, m)
 	}
 	if c.TerminationMessagePath != "/dev/termination-log" {
 		t.Errorf("termination message path %q", c.TerminationMessagePath)
@@ -177,6 +182,9 @@ func TestJobRejects(t *testing.T) {
 		{"no secret", func(_ *v1alpha1.MacOSMachine, _ *v1alpha1.MacOSIdentity, _ *v1alpha1.MacOSMachineClass, o *JobOptions) {
 			o.TokenSecretName = ""
 		}, "token Secret"},
+		{"no identity secret", func(_ *v1alpha1.MacOSMachine, _ *v1alpha1.MacOSIdentity, _ *v1alpha1.MacOSMachineClass, o *JobOptions) {
+			o.IdentitySecretName = ""
+		}, "identity Secret"},
 		{"bad format", func(_ *v1alpha1.MacOSMachine, _ *v1alpha1.MacOSIdentity, _ *v1alpha1.MacOSMachineClass, o *JobOptions) {
 			o.Format = "vmdk"
 		}, "format"},
@@ -227,5 +235,51 @@ func TestJobNameDeterministic(t *testing.T) {
 	i2.Spec.SerialNumber = "C02FX08QHX87"
 	if JobName(m2, i2, c2) == a {
 		t.Error("a different identity gives the same Job name")
+	}
+}
+
+// The Job and its pod are readable by everyone Kubernetes' view role
+// admits to the namespace: no identity value may appear anywhere in them,
+// in any spelling. The builder gets them from the identity Secret.
+func TestJobShowsNoIdentityValue(t *testing.T) {
+	m, id, c := objects()
+	job, err := Job(m, id, c, options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := strings.ToLower(string(b))
+	s := id.Spec
+	for _, v := range []string{s.SerialNumber, s.BoardSerialNumber, s.SystemUUID, strings.ReplaceAll(s.SystemUUID, "-", ""),
+		s.MACAddress, strings.ReplaceAll(s.MACAddress, ":", ""), strings.ReplaceAll(s.MACAddress, ":", "-"), s.ROM} {
+		if strings.Contains(seen, strings.ToLower(v)) {
+			t.Errorf("the Job shows the identity value %s", v)
+		}
+	}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		if e.Value != "" && e.Name != "TMPDIR" {
+			t.Errorf("plain environment variable %s: values travel in Secrets", e.Name)
+		}
+	}
+}
+
+func TestIdentitySecretData(t *testing.T) {
+	_, id, _ := objects()
+	got := IdentitySecretData(id)
+	want := map[string]string{"serialNumber": "C02CK029HX87", "boardSerialNumber": "C02015700QXJG36CB",
+		"systemUUID": "4B408A88-4062-4532-9AA1-3D8A3549327F", "macAddress": "34:31:8F:D3:88:E4", "rom": "34318FD388E4"}
+	if len(got) != len(want) {
+		t.Errorf("keys %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if string(got[k]) != v {
+			t.Errorf("key %s = %q, want %q", k, got[k], v)
+		}
+		if errs := validation.IsConfigMapKey(k); len(errs) > 0 {
+			t.Errorf("key %s: %v", k, errs)
+		}
 	}
 }

@@ -160,7 +160,7 @@ func (e *env) testCrashStorm(t *testing.T) {
 			count(kind, (&unstructured.Unstructured{Object: o.Object}).GetLabels())
 		}
 	}
-	want := map[string]int{"Secret": 1, "PersistentVolumeClaim": 1, "Job": 1, "DataVolume": 1, "VirtualMachine": 1, "VirtualMachineInstance": 1}
+	want := map[string]int{"Secret": 2, "PersistentVolumeClaim": 1, "Job": 1, "DataVolume": 1, "VirtualMachine": 1, "VirtualMachineInstance": 1}
 	for uid, name := range live {
 		assert.Equal(t, want, perMachine[uid], "machine %s has exactly one of each", name)
 	}

@@ -54,6 +54,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("ArtifactsApplyWithKustomize", e.testArtifacts)
 	t.Run("ImageStatusSaysWhetherTheSourceIsReady", e.testImageStatus)
 	t.Run("NoOSKSecretNoVirtualMachine", e.testOSKSecretMissing)
+	t.Run("NoIdentityValueReachesViewers", e.testNoIdentityValueForViewers)
 }
 
 // One machine goes Pending → Provisioning → Starting → Ready with the real
@@ -85,7 +86,7 @@ func (e *env) testMachineLifecycle(t *testing.T) {
 
 	// What the controller made, once each, all labelled with the machine.
 	owned := e.ownedObjects(t, ns, string(m.UID))
-	assert.Equal(t, map[string]int{"Secret": 1, "PersistentVolumeClaim": 1, "Job": 1, "DataVolume": 1, "VirtualMachine": 1, "VirtualMachineInstance": 1}, owned)
+	assert.Equal(t, map[string]int{"Secret": 2, "PersistentVolumeClaim": 1, "Job": 1, "DataVolume": 1, "VirtualMachine": 1, "VirtualMachineInstance": 1}, owned)
 
 	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachines(ns).Delete(context.Background(), "mac", metav1.DeleteOptions{}))
 	e.gone(t, ns, "mac", 60*time.Second)

@@ -238,7 +238,7 @@ func (e *env) testControllerRestart(t *testing.T) {
 		e.waitMachine(t, ns, fmt.Sprintf("mac-%d", i), 2*time.Minute, "Ready", phaseIs(v1alpha1.MachineReady))
 	}
 	for _, uid := range uids {
-		assert.Equal(t, map[string]int{"Secret": 1, "PersistentVolumeClaim": 1, "Job": 1, "DataVolume": 1, "VirtualMachine": 1, "VirtualMachineInstance": 1},
+		assert.Equal(t, map[string]int{"Secret": 2, "PersistentVolumeClaim": 1, "Job": 1, "DataVolume": 1, "VirtualMachine": 1, "VirtualMachineInstance": 1},
 			e.ownedObjects(t, ns, uid), "machine %s", uid)
 	}
 }

@@ -96,18 +96,43 @@ func TestHarness(t *testing.T) {
 	}
 }
 
-// bootdiskJob is the builder Job pkg/bootdisk makes for a machine of UID uid.
+// testIdentity is the identity the test's bootdisk Jobs render.
+var testIdentity = v1alpha1.MacOSIdentitySpec{
+	Model: v1alpha1.DefaultSMBIOSModel, SerialNumber: "C02TM2ZBHX87", BoardSerialNumber: "C02717306J9JG361M",
+	SystemUUID: "5A1C5F4E-8B2E-4C43-9D2A-3E1B6C7D8E9F", MACAddress: "00:16:CB:00:11:22", ROM: "0016CB001122"}
+
+// bootdiskJob is the builder Job pkg/bootdisk makes for a machine of UID
+// uid, with the Secrets it uses, as the controller makes them first.
 func (e *testEnv) bootdiskJob(t *testing.T, uid string) *batchv1.Job {
+	t.Helper()
+	e.jobSecrets(t, uid, testIdentity)
+	return e.bootdiskJobAlone(t, uid)
+}
+
+// jobSecrets makes the token and identity Secrets of a machine's Job
+// (again: they may exist from an earlier Job of the machine).
+func (e *testEnv) jobSecrets(t *testing.T, uid string, spec v1alpha1.MacOSIdentitySpec) {
+	t.Helper()
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "mac-" + uid + "-agent"}, Data: map[string][]byte{tokenSecretKey: []byte(strings.Repeat("t", 64))}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "mac-" + uid + "-identity"}, Data: bootdisk.IdentitySecretData(&v1alpha1.MacOSIdentity{Spec: spec})},
+	} {
+		if _, err := e.kube.CoreV1().Secrets(e.ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// bootdiskJobAlone makes only the Job.
+func (e *testEnv) bootdiskJobAlone(t *testing.T, uid string) *batchv1.Job {
 	t.Helper()
 	m := &v1alpha1.MacOSMachine{ObjectMeta: metav1.ObjectMeta{Name: "mac-" + uid, Namespace: e.ns, UID: types.UID(uid)},
 		Spec: v1alpha1.MacOSMachineSpec{ClassName: "standard"}}
 	m.Status.IdentityRef = &v1alpha1.LocalObjectReference{Name: "id-" + uid}
-	id := &v1alpha1.MacOSIdentity{ObjectMeta: metav1.ObjectMeta{Name: "id-" + uid}, Spec: v1alpha1.MacOSIdentitySpec{
-		Model: v1alpha1.DefaultSMBIOSModel, SerialNumber: "C02TM2ZBHX87", BoardSerialNumber: "C02717306J9JG361M",
-		SystemUUID: "5A1C5F4E-8B2E-4C43-9D2A-3E1B6C7D8E9F", MACAddress: "00:16:CB:00:11:22", ROM: "0016CB001122"}}
+	id := &v1alpha1.MacOSIdentity{ObjectMeta: metav1.ObjectMeta{Name: "id-" + uid}, Spec: testIdentity}
 	class := &v1alpha1.MacOSMachineClass{ObjectMeta: metav1.ObjectMeta{Name: "standard"}}
 	job, err := bootdisk.Job(m, id, class, bootdisk.JobOptions{Image: "example.com/bootdisk@sha256:" + strings.Repeat("0", 64),
-		OutputPVCName: "mac-" + uid + "-bootdisk", TokenSecretName: "mac-" + uid + "-agent"})
+		OutputPVCName: "mac-" + uid + "-bootdisk", TokenSecretName: "mac-" + uid + "-agent", IdentitySecretName: "mac-" + uid + "-identity"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +213,38 @@ func (e *testEnv) testBootdiskJob(t *testing.T) {
 			return ""
 		})
 		e.waitJob(t, e.bootdiskJob(t, "uid-fail").Name, batchv1.JobComplete)
+	})
+	t.Run("WaitsForItsSecrets", func(t *testing.T) {
+		// As the kubelet: no pod runs before the Secrets it mounts and
+		// reads exist.
+		job := e.bootdiskJobAlone(t, "uid-late")
+		time.Sleep(2 * time.Second)
+		got, err := e.kube.BatchV1().Jobs(e.ns).Get(t.Context(), job.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.StartTime != nil || len(e.jobPods(t, got)) != 0 {
+			t.Fatalf("the Job started without its Secrets: %+v", got.Status)
+		}
+		e.jobSecrets(t, "uid-late", testIdentity)
+		e.waitJob(t, job.Name, batchv1.JobComplete)
+	})
+	t.Run("InvalidIdentityInTheSecret", func(t *testing.T) {
+		// As the builder: the identity comes from the mounted Secret; a bad
+		// one fails at once (exit 2), naming the field, never the value.
+		bad := testIdentity
+		bad.ROM = ""
+		bad.SerialNumber = "C02TM2ZBHX8"
+		e.jobSecrets(t, "uid-badidentity", bad)
+		job := e.waitJob(t, e.bootdiskJobAlone(t, "uid-badidentity").Name, batchv1.JobFailed)
+		pods := e.jobPods(t, job)
+		if job.Status.Failed != 1 || len(pods) != 1 {
+			t.Fatalf("failed %d, %d pods; want 1 each", job.Status.Failed, len(pods))
+		}
+		term := pods[0].Status.ContainerStatuses[0].State.Terminated
+		if want := "bootdisk: invalid identity: serialNumber, rom missing or not valid"; term == nil || term.ExitCode != 2 || term.Message != want {
+			t.Errorf("terminated %+v, want exit 2 and %q", term, want)
+		}
 	})
 	t.Run("PodFailurePolicy", func(t *testing.T) {
 		e.h.FailBootdiskJobsWith("uid-badinput", 1, JobFailure{ExitCode: bootdisk.ExitInvalidInput, Message: "bootdisk: invalid input: rom is not 6 bytes"})

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/pkg/bootdisk"
+	"github.com/dockerios/dockerios/pkg/identity"
 )
 
 // JobFailure is how one run of the bootdisk builder fails.
@@ -72,13 +73,14 @@ func (h *Harness) FailBootdiskJobsWith(machineUID string, n int, f JobFailure) {
 }
 
 // jobRun is the harness's memory of one Job (by UID): when its pod
-// started and how it ends.
+// started (zero while it waits for its Secrets) and how it ends.
 type jobRun struct {
 	namespace, name string
 	started         time.Time
 	failure         *JobFailure
 	pods            []string // the finished pods made so far, in order
 	outcomeCounted  bool
+	waitLogged      bool
 }
 
 func (h *Harness) jobRunFor(job *batchv1.Job) *jobRun {
@@ -87,7 +89,11 @@ func (h *Harness) jobRunFor(job *batchv1.Job) *jobRun {
 	if r := h.jobRuns[job.UID]; r != nil {
 		return r
 	}
-	r := &jobRun{namespace: job.Namespace, name: job.Name, started: time.Now()}
+	r := &jobRun{namespace: job.Namespace, name: job.Name}
+	if job.Status.StartTime != nil {
+		// Picked up running (the harness restarted): it runs from now.
+		r.started = time.Now()
+	}
 	uid := job.Labels[machineUIDLabel]
 	if q := h.jobFailures[uid]; len(q) > 0 {
 		f := q[0]
@@ -149,6 +155,28 @@ func (h *Harness) syncJob(ctx context.Context, namespace, name string) error {
 	run := h.jobRunFor(job)
 	k := key{kindJob, namespace, name}
 	if job.Status.StartTime == nil {
+		if run.started.IsZero() {
+			// The kubelet starts the pod only once every Secret it mounts
+			// or reads exists (until then it is ContainerCreating, and
+			// retried), and the builder reads its identity from the
+			// mounted Secret.
+			in, err := h.podInputs(ctx, job)
+			if err != nil {
+				return err
+			}
+			if in.missing != "" {
+				if !run.waitLogged {
+					h.logf("Job %s/%s waits for Secret %s", namespace, name, in.missing)
+					run.waitLogged = true
+				}
+				h.after(k, time.Second)
+				return nil
+			}
+			if in.identityProblem != "" && run.failure == nil {
+				run.failure = &JobFailure{ExitCode: bootdisk.ExitInvalidInput, Message: "bootdisk: invalid identity: " + in.identityProblem}
+			}
+			run.started = time.Now()
+		}
 		// The Job controller made the pod and the kubelet started it.
 		j := job.DeepCopy()
 		now := metav1.NewTime(run.started)
@@ -265,6 +293,115 @@ func (h *Harness) finishJob(ctx context.Context, job *batchv1.Job, run *jobRun) 
 	h.countJob(run, false)
 	h.logf("Job %s/%s Failed (%s: %s; pod says %q)", job.Namespace, job.Name, reason, message, f.Message)
 	return nil
+}
+
+// podInputs is what the kubelet and the builder find of the Secrets the
+// Job's pod uses: the first one missing, and what is wrong with the
+// identity in the Secret mounted at bootdisk.IdentityMountPath.
+type podInputs struct {
+	missing         string
+	identityProblem string
+}
+
+func (h *Harness) podInputs(ctx context.Context, job *batchv1.Job) (podInputs, error) {
+	var in podInputs
+	spec := job.Spec.Template.Spec
+	secrets := map[string]*corev1.Secret{}
+	get := func(name string, optional *bool) (*corev1.Secret, bool, error) {
+		if s, ok := secrets[name]; ok {
+			return s, s != nil || ptr.Deref(optional, false), nil
+		}
+		s, err := h.kube.CoreV1().Secrets(job.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			secrets[name] = nil
+			return nil, ptr.Deref(optional, false), nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		secrets[name] = s
+		return s, true, nil
+	}
+	volumes := map[string]*corev1.Secret{}
+	for _, v := range spec.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		s, ok, err := get(v.Secret.SecretName, v.Secret.Optional)
+		if err != nil {
+			return in, err
+		}
+		if !ok {
+			in.missing = v.Secret.SecretName
+			return in, nil
+		}
+		volumes[v.Name] = s
+	}
+	for _, c := range spec.Containers {
+		for _, e := range c.Env {
+			if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+				continue
+			}
+			ref := e.ValueFrom.SecretKeyRef
+			s, ok, err := get(ref.Name, ref.Optional)
+			if err != nil {
+				return in, err
+			}
+			if !ok || (s != nil && s.Data[ref.Key] == nil && !ptr.Deref(ref.Optional, false)) {
+				in.missing = ref.Name + " (key " + ref.Key + ")"
+				return in, nil
+			}
+		}
+		if c.Name != bootdisk.ContainerName {
+			continue
+		}
+		var identitySecret *corev1.Secret
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == bootdisk.IdentityMountPath {
+				identitySecret = volumes[m.Name]
+			}
+		}
+		in.identityProblem = identityProblem(c.Args, identitySecret)
+	}
+	return in, nil
+}
+
+// identityProblem plays the builder's check of its identity: the model
+// from --model, every other value from the mounted identity Secret. It
+// names what is wrong and never a value, as the builder's failure line
+// (the pod's termination message, which the view role may read) does.
+func identityProblem(args []string, s *corev1.Secret) string {
+	if s == nil {
+		return "no identity Secret mounted at " + bootdisk.IdentityMountPath
+	}
+	model := ""
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--model="); ok {
+			model = v
+		}
+	}
+	value := func(key string) string { return strings.TrimSpace(string(s.Data[key])) }
+	mac := value(bootdisk.IdentityKeyMACAddress)
+	var bad []string
+	for _, f := range []struct {
+		key   string
+		check func(string) error
+	}{
+		{"model", func(string) error { return identity.ValidateModel(model) }},
+		{bootdisk.IdentityKeySerialNumber, identity.ValidateSerialNumber},
+		{bootdisk.IdentityKeyBoardSerialNumber, identity.ValidateBoardSerialNumber},
+		{bootdisk.IdentityKeySystemUUID, identity.ValidateSystemUUID},
+		{bootdisk.IdentityKeyMACAddress, identity.ValidateMACAddress},
+		{bootdisk.IdentityKeyROM, func(rom string) error { return identity.ValidateROM(rom, mac) }},
+	} {
+		if f.check(value(f.key)) != nil {
+			bad = append(bad, f.key)
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	return strings.Join(bad, ", ") + " missing or not valid"
 }
 
 // matchPodFailurePolicy returns the action and index of the first rule of

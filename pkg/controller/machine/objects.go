@@ -15,10 +15,10 @@ limitations under the License.
 */
 
 // Package machine is the MacOSMachine reconciler: it makes, per machine, the
-// agent-token Secret, the bootdisk PersistentVolumeClaim and Job, the system
-// disk DataVolume and the KubeVirt VirtualMachine, derives the machine's
-// conditions and phase from what it observes of them on every pass, and
-// tears them down in order when the machine is deleted.
+// agent-token and identity Secrets, the bootdisk PersistentVolumeClaim and
+// Job, the system disk DataVolume and the KubeVirt VirtualMachine, derives
+// the machine's conditions and phase from what it observes of them on every
+// pass, and tears them down in order when the machine is deleted.
 //
 // This file holds the desired objects: pure functions of the machine, its
 // class, image and identity, so the same inputs always give the same
@@ -81,6 +81,7 @@ type Names struct {
 	// The VirtualMachine is named Base: KubeVirt makes it a hostname.
 	Base           string
 	TokenSecret    string
+	IdentitySecret string
 	BootdiskPVC    string
 	SystemDisk     string
 	VirtualMachine string
@@ -105,7 +106,7 @@ func NamesFor(m *v1alpha1.MacOSMachine) Names {
 	if len(uid) > 8 {
 		uid = uid[:8]
 	}
-	return Names{Base: base, TokenSecret: base + "-agent", BootdiskPVC: base + "-bootdisk",
+	return Names{Base: base, TokenSecret: base + "-agent", IdentitySecret: base + "-identity", BootdiskPVC: base + "-bootdisk",
 		SystemDisk: base + "-system-" + uid, VirtualMachine: base}
 }
 
@@ -157,6 +158,22 @@ func TokenSecret(m *v1alpha1.MacOSMachine, token []byte) *corev1.Secret {
 	}
 }
 
+// IdentitySecret holds the values of the identity the machine holds, for
+// the bootdisk builder (pkg/bootdisk.IdentitySecretData). They travel in a
+// Secret because everything else of the machine's in its namespace (the
+// Job, its pods, Events) is readable by users who may not read the
+// identity. It is derived from the identity alone, so a lost one is made
+// again exactly as it was.
+func IdentitySecret(m *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: objectMeta(m, NamesFor(m).IdentitySecret),
+		Type:       corev1.SecretTypeOpaque,
+		Immutable:  ptr.To(true),
+		Data:       bootdisk.IdentitySecretData(id),
+	}
+}
+
 // BootdiskPVC is the volume the builder writes the OpenCore image to and
 // the VirtualMachine boots from (KubeVirt boots disk.img on a file-system
 // PVC).
@@ -180,7 +197,8 @@ func BootdiskJob(m *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, class *v1
 		image = s.BootdiskImage
 	}
 	n := NamesFor(m)
-	job, err := bootdisk.Job(m, id, class, bootdisk.JobOptions{Image: image, OutputPVCName: n.BootdiskPVC, TokenSecretName: n.TokenSecret})
+	job, err := bootdisk.Job(m, id, class, bootdisk.JobOptions{Image: image, OutputPVCName: n.BootdiskPVC, TokenSecretName: n.TokenSecret,
+		IdentitySecretName: n.IdentitySecret})
 	if err != nil {
 		return nil, err
 	}

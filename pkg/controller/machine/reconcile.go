@@ -328,6 +328,10 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		}
 		o.Secret = s
 	}
+	identityReady, err := r.ensureIdentitySecret(ctx, m, o.Identity, requeue)
+	if err != nil {
+		return err
+	}
 	if o.PVC == nil {
 		pvc, err := r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Create(ctx, BootdiskPVC(m, o.Class), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -342,7 +346,7 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		}
 		o.PVC = pvc
 	}
-	if err := r.bootdisk(ctx, m, o, requeue); err != nil {
+	if err := r.bootdisk(ctx, m, o, identityReady, requeue); err != nil {
 		return err
 	}
 	if o.DV == nil && o.Image != nil && o.StorageHeldBack == "" {
@@ -409,14 +413,57 @@ func (r *Reconciler) ensureSecret(ctx context.Context, m *v1alpha1.MacOSMachine)
 	return s, nil
 }
 
+// ensureIdentitySecret makes sure the machine's identity Secret exists and
+// holds the values of the identity it holds, creating it when missing
+// (first time, after a crash, or deleted by someone): it is derived from
+// the identity alone, so every pass makes the same one. It says whether
+// the Secret is there for the bootdisk Job to mount; one holding other
+// values (never made by this controller for this identity) is deleted and
+// made again on a later pass.
+func (r *Reconciler) ensureIdentitySecret(ctx context.Context, m *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, requeue *time.Duration) (bool, error) {
+	want := IdentitySecret(m, id)
+	secrets := r.Kube.CoreV1().Secrets(m.Namespace)
+	s, err := getOrNil(r.Listers.Secrets.Secrets(m.Namespace).Get(want.Name))
+	if err != nil {
+		return false, err
+	}
+	if s == nil {
+		created, err := secrets.Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// Made by an earlier pass the cache has not shown yet.
+			created, err = secrets.Get(ctx, want.Name, metav1.GetOptions{})
+		}
+		if err != nil {
+			return false, fmt.Errorf("identity Secret: %w", err)
+		}
+		s = created
+	}
+	if !mine(m, s) {
+		return false, fmt.Errorf("Secret %s belongs to another machine of this name; waiting for its teardown", s.Name)
+	}
+	if !apiequality.Semantic.DeepEqual(s.Data, want.Data) {
+		// Immutable: replaced, never updated. The bootdisk waits for it.
+		if err := ignoreGone(secrets.Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})); err != nil {
+			return false, fmt.Errorf("replacing identity Secret %s: %w", s.Name, err)
+		}
+		*requeue = minPositive(*requeue, time.Second)
+		return false, nil
+	}
+	return true, nil
+}
+
 // bootdisk runs the builder Job, and retries a failed one with backoff
 // while the machine keeps its identity. The failure count lives on the
-// PVC, so a restart neither forgets nor resets it.
-func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed, requeue *time.Duration) error {
+// PVC, so a restart neither forgets nor resets it. The Job is created only
+// once the identity Secret it mounts is there (identityReady).
+func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed, identityReady bool, requeue *time.Duration) error {
 	if o.PVC == nil {
 		return nil
 	}
 	failures, _ := strconv.Atoi(o.PVC.Annotations[BootdiskFailuresAnnotation])
+	if o.Job == nil && !identityReady {
+		return nil
+	}
 	if o.Job == nil {
 		job, err := BootdiskJob(m, o.Identity, o.Class, r.Settings)
 		if err != nil {

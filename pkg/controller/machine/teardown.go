@@ -41,7 +41,7 @@ var everything = labels.Everything()
 // claim learns it is Lost from the apiserver in the write that removes the
 // machine; before that the VM is stopped with an ACPI shutdown (KubeVirt
 // gives it the VMI's termination grace period), then deleted, then the
-// volumes (unless preserved), the Job, PVC and Secret; last the finalizer
+// volumes (unless preserved), the Job, PVC and Secrets; last the finalizer
 // goes, and with it — in the same transaction — the identity. Every step
 // is read back from the caches, so a restart resumes where it was.
 func (r *Reconciler) teardown(ctx context.Context, m *v1alpha1.MacOSMachine) (Result, error) {
@@ -145,6 +145,18 @@ func (r *Reconciler) removeOwned(ctx context.Context, m *v1alpha1.MacOSMachine, 
 			return "", err
 		}
 		waiting = append(waiting, "Secret "+o.Secret.Name)
+	}
+	// The identity Secret is not observed for the phase (nothing derives
+	// from it): read it here.
+	idSecret, err := getOrNil(r.Listers.Secrets.Secrets(m.Namespace).Get(n.IdentitySecret))
+	if err != nil {
+		return "", err
+	}
+	if idSecret != nil && mine(m, idSecret) {
+		if err := ignoreGone(r.Kube.CoreV1().Secrets(m.Namespace).Delete(ctx, idSecret.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &idSecret.UID}})); err != nil {
+			return "", err
+		}
+		waiting = append(waiting, "Secret "+idSecret.Name)
 	}
 	if len(waiting) > 0 {
 		return fmt.Sprint(waiting), nil
