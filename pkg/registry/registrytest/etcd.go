@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	etcd3testing "k8s.io/apiserver/pkg/storage/etcd3/testing"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/value"
@@ -56,6 +57,9 @@ type RESTOptionsGetter struct {
 	// Transformer, when set, is the storage transformer of every resource,
 	// as encryption at rest configures one.
 	Transformer value.Transformer
+	// WatchCache puts every store behind a watch cache, as the apiserver
+	// does; otherwise stores read etcd directly.
+	WatchCache bool
 }
 
 var _ generic.RESTOptionsGetter = &RESTOptionsGetter{}
@@ -88,9 +92,13 @@ func NewRESTOptionsGetter(t testing.TB) *RESTOptionsGetter {
 func (g *RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
 	cfg := g.config
 	cfg.Transformer = g.Transformer
+	decorator := generic.UndecoratedStorage
+	if g.WatchCache {
+		decorator = genericregistry.StorageWithCacher()
+	}
 	return generic.RESTOptions{
 		StorageConfig:           &storagebackend.ConfigForResource{Config: cfg, GroupResource: gr},
-		Decorator:               generic.UndecoratedStorage,
+		Decorator:               decorator,
 		DeleteCollectionWorkers: 1,
 		ResourcePrefix:          gr.Group + "/" + gr.Resource,
 	}, nil

@@ -77,6 +77,21 @@ func newInstance(t *testing.T, getter *registrytest.RESTOptionsGetter) *instance
 	return &instance{ledger: ledger, events: events, machines: machines, identities: identities}
 }
 
+// newProductionInstance is newInstance as the apiserver decorates it: its
+// own watch caches over the shared etcd, and the ledger's free-list and
+// class views running until the test ends.
+func newProductionInstance(t *testing.T, shared *registrytest.RESTOptionsGetter) *instance {
+	t.Helper()
+	getter := registrytest.RESTOptionsGetterFor(shared.Endpoints()...)
+	getter.WatchCache = true
+	i := newInstance(t, getter)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go i.ledger.RunFreeView(ctx)
+	go i.ledger.RunClassView(ctx)
+	return i
+}
+
 func (i *instance) nsCtx() context.Context {
 	return genericregistrytest.NewNamespaceScopeContext(i.machines.Machine.Store.Store, metav1.NamespaceDefault)
 }
