@@ -25,8 +25,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dockerios/dockerios/pkg/embeddedetcd"
+	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
 	"github.com/dockerios/dockerios/pkg/identity"
 	"github.com/dockerios/dockerios/pkg/registry/registrytest"
 	"github.com/dockerios/dockerios/test/framework"
@@ -196,6 +200,18 @@ spec: {className: %s}
 			break // the writes build on each other
 		}
 	}
+
+	// A delete whose preconditions fail names the resource, as every other
+	// answer does.
+	client, err := versioned.NewForConfig(restConfig(t, s.Kubeconfig))
+	require.NoError(t, err)
+	wrongUID := types.UID("not-the-uid")
+	err = client.DockeriosV1alpha1().MacOSMachines("default").Delete(context.Background(), "m3", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &wrongUID}})
+	require.True(t, apierrors.IsConflict(err), "%v", err)
+	assert.Contains(t, err.Error(), `macosmachines.dockerios.io "m3"`)
+	err = client.DockeriosV1alpha1().MacOSIdentities().Delete(context.Background(), "id-a", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &wrongUID}})
+	require.True(t, apierrors.IsConflict(err), "%v", err)
+	assert.Contains(t, err.Error(), `macosidentities.dockerios.io "id-a"`)
 
 	// Nothing any of those writes did left objects and index keys apart.
 	ledger, _ := registrytest.NewLedger(t, registrytest.RESTOptionsGetterFor(etcd.ClientURL))

@@ -35,10 +35,15 @@ package ledgerstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/util/dryrun"
@@ -85,14 +90,38 @@ func (s *Store) Update(ctx context.Context, name string, objInfo rest.UpdatedObj
 // Delete deletes the object name; a dry run is answered by the storage.
 func (s *Store) Delete(ctx context.Context, name string, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions) (runtime.Object, bool, error) {
 	ctx, options = deleteOptions(ctx, s.Store, options)
-	return s.Store.Delete(ctx, name, deleteValidation, options)
+	obj, immediate, err := s.Store.Delete(ctx, name, deleteValidation, options)
+	return obj, immediate, s.namingTheResource(err)
 }
 
 // DeleteCollection deletes every object listOptions selects, each as
 // Delete would; a dry run is answered by the storage for each.
 func (s *Store) DeleteCollection(ctx context.Context, deleteValidation rest.ValidateObjectFunc, options *metav1.DeleteOptions, listOptions *metainternalversion.ListOptions) (runtime.Object, error) {
 	ctx, options = deleteOptions(ctx, s.Store, options)
-	return s.Store.DeleteCollection(ctx, deleteValidation, options, listOptions)
+	obj, err := s.Store.DeleteCollection(ctx, deleteValidation, options, listOptions)
+	return obj, s.namingTheResource(err)
+}
+
+// namingTheResource rewrites the 409 the generic store gives for a delete
+// whose preconditions (uid, resourceVersion) fail: it names the kind
+// (MacOSMachine.dockerios.io), where every other answer of the resource
+// names the resource (macosmachines.dockerios.io) that clients ask for.
+func (s *Store) namingTheResource(err error) error {
+	var status *apierrors.StatusError
+	if !errors.As(err, &status) || status.ErrStatus.Reason != metav1.StatusReasonConflict || status.ErrStatus.Details == nil {
+		return err
+	}
+	d := status.ErrStatus.Details
+	byKind := schema.GroupResource{Group: d.Group, Resource: d.Kind}
+	resource := s.DefaultQualifiedResource
+	if d.Group != resource.Group || d.Kind == resource.Resource {
+		return err
+	}
+	cause, ok := strings.CutPrefix(status.ErrStatus.Message, fmt.Sprintf("Operation cannot be fulfilled on %s %q: ", byKind.String(), d.Name))
+	if !ok {
+		return err
+	}
+	return apierrors.NewConflict(resource, d.Name, errors.New(cause))
 }
 
 // UpdateOptions moves an update's dry run from options into the context
