@@ -51,6 +51,7 @@ func TestThroughKubeAPIServer(t *testing.T) {
 	t.Run("ClaimVerbOnPools", e.testClaimVerb)
 	t.Run("BindSubresourceAndBindVerb", e.testBind)
 	t.Run("UseVerbOnIdentityPools", e.testUseVerb)
+	t.Run("CustomVerbsOnEveryWritePath", e.testCustomVerbsOnEveryWritePath)
 	t.Run("IdentityValuesHiddenFromViewers", e.testViewerSeesNoIdentityValues)
 	t.Run("FiftyClaimsRaceForTwentyMachines", e.testBindRace)
 	t.Run("DirectRequestsNeedTheFrontProxy", e.testDirectRequests)
