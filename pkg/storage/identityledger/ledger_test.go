@@ -407,7 +407,9 @@ func TestIdentityCreate_RefusesAMissingPoolOrAnotherModel(t *testing.T) {
 
 func TestConcurrentIdentityCreates_SharingAValue_ExactlyOneWins(t *testing.T) {
 	e := newEnv(t)
-	other := newInstance(t, e.getter)
+	// Two replicas as the apiserver decorates them; half the writers
+	// create as server-side apply does, through an update that creates.
+	replicas := []*instance{newProductionInstance(t, e.getter), newProductionInstance(t, e.getter)}
 	base := e.nextIdentity()
 	const writers = 16
 	var wg sync.WaitGroup
@@ -418,11 +420,13 @@ func TestConcurrentIdentityCreates_SharingAValue_ExactlyOneWins(t *testing.T) {
 			defer wg.Done()
 			id := e.nextIdentityLocked()
 			id.Spec.SerialNumber = base.Spec.SerialNumber // every writer shares this value
-			inst := e.instance
-			if w%2 == 1 {
-				inst = other
+			inst := replicas[w%2]
+			if w%4 < 2 {
+				_, errs[w] = inst.identities.Identity.Create(inst.clusterCtx(), id, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+				return
 			}
-			_, errs[w] = inst.identities.Identity.Create(inst.clusterCtx(), id, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+			_, _, errs[w] = inst.identities.Identity.Update(inst.clusterCtx(), id.Name, rest.DefaultUpdatedObjectInfo(id),
+				rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, true, &metav1.UpdateOptions{})
 		}()
 	}
 	wg.Wait()
