@@ -48,6 +48,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
 	typedv1alpha1 "github.com/dockerios/dockerios/pkg/generated/clientset/versioned/typed/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/identity"
+	"github.com/dockerios/dockerios/pkg/identityimport"
 	"github.com/dockerios/dockerios/pkg/registry/registrytest"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 	"github.com/dockerios/dockerios/pkg/storage/txn"
@@ -559,6 +560,7 @@ var modelOpsTable = []modelOp{
 	{9, 9, (*modelWorker).deleteMachine, true},
 	{10, 10, func(w *modelWorker, _ bool) bool { return w.readyMachine() }, false},
 	{7, 7, func(w *modelWorker, _ bool) bool { return w.createClaim() }, false},
+	{2, 4, func(w *modelWorker, _ bool) bool { return w.importIdentity() }, false},
 	{10, 10, (*modelWorker).bindClaim, true},
 	{5, 5, (*modelWorker).deleteClaim, true},
 }
@@ -742,6 +744,66 @@ func (w *modelWorker) createIdentity(apply, dup, dry bool) bool {
 			_, err := c.DockeriosV1alpha1().MacOSIdentities().Get(ctx, name, metav1.GetOptions{})
 			return err
 		})
+	}
+	return true
+}
+
+// importIdentity imports one serial-set row as kubectl dockerios identities
+// import does (package identityimport): fresh values are created, under a
+// name that says nothing of them; a row sharing a value with an identity is
+// rejected naming that identity, or, when it is that very identity
+// imported before, found already present.
+func (w *modelWorker) importIdentity() bool {
+	h, ctx := w.h, context.Background()
+	pool := pick(w.r, modelIDPools)
+	v := h.nextValues()
+	kind := "identity import"
+	var src modelIdentity
+	dup := w.r.IntN(2) == 0
+	if dup {
+		var ok bool
+		h.model.do(func() { src, ok = h.model.identities.pick(w.r) })
+		if !ok {
+			return false
+		}
+		v, _ = duplicateOf(v, src.v, w.r.IntN(5))
+		kind += " duplicate"
+	}
+	row := fmt.Sprintf("%q,%q,%q,%q,%q,\"1920\",\"1080\",\"\"\n", v.Model, v.SerialNumber, v.BoardSerialNumber, v.SystemUUID, v.MACAddress)
+	name := identityimport.Name(pool, v)
+	var results []identityimport.Result
+	err, _ := h.call(w.r, func(c versioned.Interface) (err error) {
+		results, _, err = (&identityimport.Importer{Client: c, Pool: pool}).Import(ctx, strings.NewReader(row))
+		return err
+	})
+	h.stats.record(kind, err)
+	if err != nil {
+		h.fail("%s: %s: %v", kind, name, err)
+		return true
+	}
+	if len(results) != 1 {
+		h.fail("%s: %s: want one result, got %+v", kind, name, results)
+		return true
+	}
+	res := results[0]
+	srcGone := dup && h.model.wasAttempted("delete/mid/"+src.name)
+	switch {
+	case res.Outcome == identityimport.Created || (res.Outcome == identityimport.AlreadyPresent && !dup):
+		// A fresh row, or one a retry after a cut-off call already made.
+		if dup && !srcGone {
+			h.fail("%s: %s duplicating %s (which nobody deleted) was created", kind, name, src.name)
+		}
+		if strings.Contains(name, v.SerialNumber) {
+			h.fail("%s: the name %s says the serial", kind, name)
+		}
+		h.model.do(func() { h.model.identities.add(name, modelIdentity{name, pool, v}) })
+	case dup && res.Outcome == identityimport.AlreadyPresent && name == src.name:
+	case dup && res.Outcome == identityimport.Rejected:
+		if !srcGone && !strings.Contains(res.Reason, src.name) {
+			h.fail("%s: the rejection of %s duplicating %s does not name it: %s", kind, name, src.name, res.Reason)
+		}
+	default:
+		h.fail("%s: %s (duplicate %v): unexpected %s: %s", kind, name, dup, res.Outcome, res.Reason)
 	}
 	return true
 }
