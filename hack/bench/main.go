@@ -289,6 +289,7 @@ func newBench(endpoint string) (*bench, error) {
 	}
 	// As the apiserver does once it has started.
 	go ledger.RunFreeView(context.Background())
+	go ledger.RunClassView(context.Background())
 	return &bench{etcd: client, ledger: ledger, machines: machines, identities: identities, getter: g}, nil
 }
 
