@@ -190,6 +190,10 @@ func (cp *ControlPlane) startKubeAPIServer(t TB) {
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file="+proxyCert, "--proxy-client-key-file="+proxyKey,
 		"--disable-admission-plugins=ServiceAccount",
+		// As OpenShift does by default: setting blockOwnerDeletion needs
+		// update on the owner's finalizers, which the controller's RBAC
+		// must grant.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 		"--v=1")
 	p.waitHTTP(t, cp.KubeAPIServerURL+"/readyz", cp.adminTLS(t), 2*time.Minute)
 }
