@@ -154,7 +154,8 @@ func (u Updater) GuaranteedUpdate(ctx context.Context, key string, destination r
 		// What the update read changed: read it again, decide again.
 		cachedExistingObject = nil
 	}
-	return storage.NewInternalError(fmt.Errorf("%s kept changing while it was being updated", key))
+	// A 409, which clients retry, as for any update that lost its race.
+	return storage.NewResourceVersionConflictsError(key, 0)
 }
 
 // dryRunUpdate decides an update as the inner storage would, and writes
@@ -182,16 +183,4 @@ func (u Updater) dryRunUpdate(ctx context.Context, key string, destination runti
 		return err
 	}
 	return u.Copy(updated, destination)
-}
-
-// DryRunDelete answers a dry-run delete of an object the wrapper lets the
-// inner storage delete: read, check, write nothing.
-func DryRunDelete(ctx context.Context, inner storage.Interface, key string, out runtime.Object, preconditions *storage.Preconditions, validateDeletion storage.ValidateObjectFunc) error {
-	if err := inner.Get(ctx, key, storage.GetOptions{}, out); err != nil {
-		return err
-	}
-	if err := preconditions.Check(key, out); err != nil {
-		return err
-	}
-	return validateDeletion(ctx, out)
 }

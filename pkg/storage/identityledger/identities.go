@@ -67,18 +67,17 @@ func (s *identityStorage) GuaranteedUpdate(ctx context.Context, key string, dest
 		// Noted first: the store marks a deletion on the object it is
 		// given, so input may carry it once tryUpdate returns.
 		old, ok := input.(*dockerio.MacOSIdentity)
-		wasDeleting := ok && old.DeletionTimestamp != nil
-		held := ok && old.Status.Allocation != nil
-		var heldBy *dockerio.MacOSIdentity
-		if held {
-			heldBy = old.DeepCopy()
+		var heldBy *dockerio.IdentityAllocation
+		if ok && old.DeletionTimestamp == nil && old.Status.Allocation != nil {
+			a := *old.Status.Allocation
+			heldBy = &a
 		}
 		output, ttl, err := tryUpdate(input, res)
 		if err != nil {
 			return output, ttl, err
 		}
-		if updated, ok := output.(*dockerio.MacOSIdentity); ok && held && !wasDeleting && updated.DeletionTimestamp != nil {
-			return nil, nil, heldError(heldBy)
+		if updated, ok := output.(*dockerio.MacOSIdentity); ok && heldBy != nil && updated.DeletionTimestamp != nil {
+			return nil, nil, heldError(updated.Name, heldBy)
 		}
 		return output, ttl, nil
 	}
@@ -86,10 +85,9 @@ func (s *identityStorage) GuaranteedUpdate(ctx context.Context, key string, dest
 		GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, refuseMarkingHeld, cachedExistingObject)
 }
 
-// heldError is the 409 for deleting an identity a machine holds.
-func heldError(id *dockerio.MacOSIdentity) error {
-	a := id.Status.Allocation
-	return apierrors.NewConflict(dockerio.Resource("macosidentities"), id.Name,
+// heldError is the 409 for deleting identity name, which a machine holds.
+func heldError(name string, a *dockerio.IdentityAllocation) error {
+	return apierrors.NewConflict(dockerio.Resource("macosidentities"), name,
 		fmt.Errorf("it is held by MacOSMachine %s/%s (uid %s); it can be deleted once that machine is gone", a.MachineNamespace, a.MachineName, a.MachineUID))
 }
 
@@ -245,8 +243,8 @@ func (s *identityStorage) Delete(ctx context.Context, key string, out runtime.Ob
 		if err := validateDeletion(ctx, id); err != nil {
 			return err
 		}
-		if id.Status.Allocation != nil {
-			return heldError(id)
+		if a := id.Status.Allocation; a != nil {
+			return heldError(id.Name, a)
 		}
 		var tx txn.Txn
 		tx.IfUnchanged(idKey, rev).Delete(idKey)

@@ -182,17 +182,16 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 	if err != nil {
 		return done, err
 	}
-	if door.IsDryRun(ctx) {
-		if !res.Succeeded {
-			return l.failed(ctx, key, mKey, b, res)
-		}
-		return done, written.Into(out, res.Revision)
+	dryRun := door.IsDryRun(ctx)
+	if !dryRun {
+		l.free.forget(b.pool, free.key) // taken now, by us or by someone faster
 	}
-	l.free.forget(b.pool, free.key) // taken now, by us or by someone faster
 	if !res.Succeeded {
 		return l.failed(ctx, key, mKey, b, res)
 	}
-	metricAllocations.WithLabelValues("atCreate").Inc()
+	if !dryRun {
+		metricAllocations.WithLabelValues("atCreate").Inc()
+	}
 	return done, written.Into(out, res.Revision)
 }
 
