@@ -58,7 +58,6 @@ import (
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/apiserver"
 	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
-	"github.com/dockerios/dockerios/pkg/authz"
 	"github.com/dockerios/dockerios/pkg/embeddedetcd"
 	generatedopenapi "github.com/dockerios/dockerios/pkg/generated/openapi"
 	"github.com/dockerios/dockerios/pkg/localpki"
@@ -223,9 +222,6 @@ func (o *Options) Config() (*apiserver.Config, error) {
 
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
-	}
-	if cfg.Authorization.Authorizer != nil {
-		cfg.Authorization.Authorizer = authz.Coalesce(cfg.Authorization.Authorizer)
 	}
 	return &apiserver.Config{GenericConfig: cfg, IdentityRepairInterval: o.IdentityRepairInterval}, nil
 }
