@@ -95,6 +95,14 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The binder's view of bindable machines follows the machines' own
+	// storage (their watch cache), so it costs no second decode of them.
+	machineReads := storage["macosmachines"].(*machinestorage.REST).Store.Storage.Storage
+	server.AddPostStartHookOrDie("dockerios-claim-binder", func(ctx genericapiserver.PostStartHookContext) error {
+		go ledgers.bindings.RunMachineView(ctx, machineReads)
+		go ledgers.bindings.RunQueueAudit(ctx, c.IdentityRepairInterval)
+		return nil
+	})
 	group := genericapiserver.NewDefaultAPIGroupInfo(dockerio.GroupName, scheme.Scheme, metav1.ParameterCodec, scheme.Codecs)
 	group.NegotiatedSerializer = scheme.Serializer
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storage
@@ -134,6 +142,7 @@ func newLedgers(c CompletedConfig, server *genericapiserver.GenericAPIServer) (l
 		return ledgers{}, err
 	}
 	identityledger.RegisterMetrics()
+	binding.RegisterMetrics()
 	ledger, err := identityledger.New(client, cfg.RESTOptionsGetter, identityledger.Options{Recorder: recorder, MachineGone: binder.MachineGone})
 	if err != nil {
 		client.Close()

@@ -157,6 +157,26 @@ func oldestFirst[T metav1.Object](items []T) {
 	})
 }
 
+// readyLongestFirst returns machines ordered by when they last became
+// Ready (then by name), oldest first.
+func readyLongestFirst(machines []*v1alpha1.MacOSMachine) []*v1alpha1.MacOSMachine {
+	since := func(m *v1alpha1.MacOSMachine) metav1.Time {
+		if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineConditionReady); c != nil {
+			return c.LastTransitionTime
+		}
+		return m.CreationTimestamp
+	}
+	out := append([]*v1alpha1.MacOSMachine(nil), machines...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := since(out[i]), since(out[j])
+		if !a.Equal(&b) {
+			return a.Before(&b)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
 // ReconcilePool keeps one pool: dispose, bind, scale, report.
 func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) error {
 	p, err := r.Pools.MacOSMachinePools(namespace).Get(name)
@@ -197,17 +217,19 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 		}
 	}
 	oldestFirst(waiting)
-	// Pair claims and machines first (oldest claim, oldest machine), then
-	// bind the pairs at once: each bind is a round trip through the
-	// apiserver, and a claim should not wait for the binds before it.
+	// Pair claims and machines first (oldest claim, the machine Ready
+	// longest, as the apiserver picks at create), then bind the pairs at
+	// once: each bind is a round trip through the apiserver, and a claim
+	// should not wait for the binds before it.
 	taken := map[string]bool{}
 	type pair struct {
 		c *v1alpha1.MacOSMachineClaim
 		m *v1alpha1.MacOSMachine
 	}
 	var pairs []pair
+	byReadySince := readyLongestFirst(live)
 	for _, c := range waiting {
-		for _, m := range live {
+		for _, m := range byReadySince {
 			if taken[m.Name] || m.Status.ClaimRef != nil || !ready(m) || !matches(c, m) {
 				continue
 			}

@@ -17,14 +17,26 @@ limitations under the License.
 // Package binding keeps claims and machines agreeing about who holds whom:
 // a claim's status.machineName and its machine's status.claimRef are only
 // ever written together, in one etcd transaction (rule 4 of API.md) — when
-// a claim is bound, when it is deleted (the machine is freed), and when its
-// machine goes (the claim is Lost).
+// a claim is created Bound or bound later, when it is deleted (the machine
+// is freed), and when its machine goes (the claim is Lost).
+//
+// A claim for a pool is Bound in the transaction that creates it when this
+// apiserver knows a Ready, unbound machine of the pool (the one Ready
+// longest) and no older claim of the pool waits. Otherwise it is created
+// Pending and joins its pool's queue, an index key per waiting claim beside
+// the resources' own keys:
+//
+//	<storage prefix>dockerios.io/claim-queue/<ns>/<pool>/<claim> → claim uid
+//
+// A create binds only while its pool's queue is empty (a transaction
+// condition), so a new claim never overtakes a waiting one; the controller
+// binds waiting claims, oldest first, through the bind subresource, which
+// takes the claim out of the queue in the same write.
 package binding
 
 import (
 	"context"
 	"fmt"
-	"path"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -66,6 +78,11 @@ type Binder struct {
 	machines *txn.Resource
 	clock    clock.PassiveClock
 	recorder record.EventRecorder
+	// queueRoot is where the queues of waiting pool claims live.
+	queueRoot string
+	// view holds the machines a claim can be bound to at create (see
+	// RunMachineView).
+	view machineView
 }
 
 // New returns the Binder of the etcd client talks to, with objects laid out
@@ -85,7 +102,8 @@ func New(client *clientv3.Client, optsGetter generic.RESTOptionsGetter, clk cloc
 	if recorder == nil {
 		recorder = &record.FakeRecorder{}
 	}
-	return &Binder{client: client, claims: claims, machines: machines, clock: clk, recorder: recorder}, nil
+	return &Binder{client: client, claims: claims, machines: machines, clock: clk, recorder: recorder,
+		queueRoot: claims.StoragePrefix() + "dockerios.io/claim-queue/"}, nil
 }
 
 // Bind binds the claim namespace/claimName to machineName, writing both in
@@ -119,29 +137,22 @@ func (b *Binder) Bind(ctx context.Context, namespace, claimName, machineName str
 			return nil, apierrors.NewConflict(dockerio.Resource("macosmachineclaims"), claimName, fmt.Errorf("cannot bind to MacOSMachine %s: %s", machineName, reason))
 		}
 
-		now := metav1.NewTime(b.clock.Now())
-		bound := claim.DeepCopy()
-		bound.Status.Phase = dockerio.ClaimBound
-		bound.Status.MachineName = m.Name
-		bound.Status.BoundTime = &now
-		meta.SetStatusCondition(&bound.Status.Conditions, metav1.Condition{
-			Type: ConditionBound, Status: metav1.ConditionTrue, Reason: ReasonBound,
-			Message: "bound to MacOSMachine " + m.Name, ObservedGeneration: claim.Generation, LastTransitionTime: now,
-		})
+		bound := b.boundTo(claim, m)
 		if dryRun {
 			return bound, nil
 		}
-		held := m.DeepCopy()
-		held.Status.ClaimRef = &dockerio.ClaimReference{Name: claim.Name, UID: string(claim.UID)}
-
 		var tx txn.Txn
 		tx.IfUnchanged(claimKey, claimRev).IfUnchanged(machineKey, machineRev)
 		written, err := tx.PutObject(ctx, b.claims, claimKey, bound)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.PutObject(ctx, b.machines, machineKey, held); err != nil {
+		if _, err := tx.PutObject(ctx, b.machines, machineKey, heldBy(m, claim)); err != nil {
 			return nil, err
+		}
+		if claim.Spec.PoolName != "" {
+			// Served: the claim leaves its pool's queue.
+			tx.Delete(b.queueKey(claim))
 		}
 		res, err := txn.Commit(ctx, b.client, &tx)
 		if err != nil {
@@ -155,11 +166,33 @@ func (b *Binder) Bind(ctx context.Context, namespace, claimName, machineName str
 			return nil, err
 		}
 		result := out.(*dockerio.MacOSMachineClaim)
+		metricBindings.WithLabelValues("bindSubresource").Inc()
 		b.event(result, "MacOSMachineClaim", corev1.EventTypeNormal, ReasonBound, "bound to MacOSMachine %s", m.Name)
 		return result, nil
 	}
 	return nil, apierrors.NewConflict(dockerio.Resource("macosmachineclaims"), claimName,
 		fmt.Errorf("the claim or MacOSMachine %s kept changing while it was being bound; retry", machineName))
+}
+
+// boundTo returns claim as it is once bound to m.
+func (b *Binder) boundTo(claim *dockerio.MacOSMachineClaim, m *dockerio.MacOSMachine) *dockerio.MacOSMachineClaim {
+	now := metav1.NewTime(b.clock.Now())
+	bound := claim.DeepCopy()
+	bound.Status.Phase = dockerio.ClaimBound
+	bound.Status.MachineName = m.Name
+	bound.Status.BoundTime = &now
+	meta.SetStatusCondition(&bound.Status.Conditions, metav1.Condition{
+		Type: ConditionBound, Status: metav1.ConditionTrue, Reason: ReasonBound,
+		Message: "bound to MacOSMachine " + m.Name, ObservedGeneration: claim.Generation, LastTransitionTime: now,
+	})
+	return bound
+}
+
+// heldBy returns m as it is once bound to claim.
+func heldBy(m *dockerio.MacOSMachine, claim *dockerio.MacOSMachineClaim) *dockerio.MacOSMachine {
+	held := m.DeepCopy()
+	held.Status.ClaimRef = &dockerio.ClaimReference{Name: claim.Name, UID: string(claim.UID)}
+	return held
 }
 
 // refusal says why claim cannot be bound to m, or "" if it can.
@@ -237,89 +270,4 @@ func (b *Binder) MachineGone(ctx context.Context, tx *txn.Txn, m *dockerio.MacOS
 	tx.IfUnchanged(claimKey, rev)
 	_, err = tx.PutObject(ctx, b.claims, claimKey, lost)
 	return err
-}
-
-// ClaimStorage wraps the storage of MacOSMachineClaims so that deleting a
-// bound claim frees its machine in the same transaction.
-func (b *Binder) ClaimStorage(inner storage.Interface) storage.Interface {
-	return &claimStorage{Interface: inner, b: b}
-}
-
-type claimStorage struct {
-	storage.Interface
-	b *Binder
-}
-
-// Delete removes a claim and clears its machine's claimRef, together.
-func (s *claimStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
-	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
-	b := s.b
-	if opts.ExpectTransformOrDecodeError {
-		// A corrupt claim nobody can decode (see
-		// IgnoreStoreReadErrorWithClusterBreakingPotential): the store
-		// deletes it as any corrupt object; its machine, which names it,
-		// is disposed of by the controller as one whose claim is gone.
-		return s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
-	}
-	claimKey, err := b.claims.EtcdKey(key)
-	if err != nil {
-		return err
-	}
-	for range maxAttempts {
-		obj, rev, err := b.claims.Get(ctx, b.client, claimKey)
-		if err != nil {
-			return err
-		}
-		claim := obj.(*dockerio.MacOSMachineClaim)
-		if preconditions != nil {
-			if err := preconditions.Check(key, claim); err != nil {
-				return err
-			}
-		}
-		if err := validateDeletion(ctx, claim); err != nil {
-			return err
-		}
-		var tx txn.Txn
-		tx.IfUnchanged(claimKey, rev).Delete(claimKey)
-		if name := claim.Status.MachineName; name != "" {
-			machineKey := b.machines.Key(claim.Namespace, name)
-			mObj, mRev, err := b.machines.Get(ctx, b.client, machineKey)
-			if err != nil && !storage.IsNotFound(err) {
-				return err
-			}
-			if err == nil {
-				m := mObj.(*dockerio.MacOSMachine)
-				if ref := m.Status.ClaimRef; ref != nil && ref.UID == string(claim.UID) {
-					freed := m.DeepCopy()
-					freed.Status.ClaimRef = nil
-					meta.SetStatusCondition(&freed.Status.Conditions, metav1.Condition{
-						Type: v1alpha1.MachineReleased, Status: metav1.ConditionTrue, Reason: ReasonClaimDeleted,
-						Message:            fmt.Sprintf("MacOSMachineClaim %s was deleted; the machine is never bound again and is disposed of", claim.Name),
-						ObservedGeneration: m.Generation, LastTransitionTime: metav1.NewTime(b.clock.Now()),
-					})
-					tx.IfUnchanged(machineKey, mRev)
-					if _, err := tx.PutObject(ctx, b.machines, machineKey, freed); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		res, err := txn.Commit(ctx, b.client, &tx)
-		if err != nil {
-			return err
-		}
-		if !res.Succeeded {
-			continue
-		}
-		if err := (storage.APIObjectVersioner{}).UpdateObject(claim, uint64(res.Revision)); err != nil {
-			return err
-		}
-		dst, ok := out.(*dockerio.MacOSMachineClaim)
-		if !ok {
-			return fmt.Errorf("cannot return a MacOSMachineClaim as %T", out)
-		}
-		*dst = *claim
-		return nil
-	}
-	return apierrors.NewConflict(dockerio.Resource("macosmachineclaims"), path.Base(key), fmt.Errorf("the claim kept changing while it was being deleted; retry"))
 }

@@ -43,6 +43,8 @@ import (
 type env struct {
 	machines machinestorage.MachineStorage
 	claims   claimstorage.ClaimStorage
+	binder   *binding.Binder
+	getter   *registrytest.RESTOptionsGetter
 }
 
 // newEnv returns machine and claim storage over one etcd holding class
@@ -59,7 +61,7 @@ func newEnv(t *testing.T, authz authorizer.Authorizer) *env {
 	claims, err := claimstorage.NewStorage(getter, claimstorage.Deps{Binder: binder, Classes: ledger, Authorizer: authz})
 	require.NoError(t, err)
 	t.Cleanup(claims.Claim.DestroyFunc)
-	return &env{machines: machines, claims: claims}
+	return &env{machines: machines, claims: claims, binder: binder, getter: getter}
 }
 
 var alice = &user.DefaultInfo{Name: "alice", Groups: []string{"system:authenticated"}}

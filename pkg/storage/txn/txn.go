@@ -111,6 +111,13 @@ func (r *Resource) StoreKey(namespace, name string) string {
 	return "/" + strings.TrimPrefix(r.Key(namespace, name), r.storagePrefix)
 }
 
+// StoreRoot returns the key the resource's generic store lists and
+// watches every object under (its KeyRootFunc's answer without a
+// namespace), which its storage.Interface takes.
+func (r *Resource) StoreRoot() string {
+	return "/" + strings.TrimSuffix(strings.TrimPrefix(r.keyPrefix, r.storagePrefix), "/")
+}
+
 // KeyPrefix returns the etcd prefix under which every object of the
 // resource lives; nothing else may be written under it.
 func (r *Resource) KeyPrefix() string { return r.keyPrefix }
@@ -297,6 +304,13 @@ func (t *Txn) Delete(key string) *Txn {
 // the caller can say which one did, and why, without another round trip.
 func (t *Txn) ReadOnFailure(key string) *Txn {
 	t.onFail = append(t.onFail, clientv3.OpGet(key))
+	return t
+}
+
+// ReadFirstUnderOnFailure asks for the first key under prefix when a
+// condition fails, so the caller can tell whether an IfNothingUnder did.
+func (t *Txn) ReadFirstUnderOnFailure(prefix string) *Txn {
+	t.onFail = append(t.onFail, clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1)))
 	return t
 }
 

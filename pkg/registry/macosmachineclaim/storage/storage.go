@@ -33,14 +33,17 @@ import (
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
 	"github.com/dockerios/dockerios/pkg/registry/customverbs"
+	"github.com/dockerios/dockerios/pkg/registry/ledgerstore"
 	"github.com/dockerios/dockerios/pkg/registry/macosmachineclaim"
 	"github.com/dockerios/dockerios/pkg/registry/statusrest"
 	"github.com/dockerios/dockerios/pkg/storage/binding"
 )
 
-// REST serves macosmachineclaims.
+// REST serves macosmachineclaims. Its writes go through the binder's
+// storage, which answers dry runs itself (see package ledgerstore): a
+// dry-run create answers Bound or Pending as the real one would.
 type REST struct {
-	*genericregistry.Store
+	*ledgerstore.Store
 	deps Deps
 }
 
@@ -91,10 +94,11 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, deps Deps) (ClaimStorage, 
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: macosmachineclaim.GetAttrs}); err != nil {
 		return ClaimStorage{}, err
 	}
-	// Deleting a bound claim frees its machine in the same transaction.
+	// A pool claim is Bound at create when a machine waits for it, and
+	// deleting a bound claim frees its machine, each in one transaction.
 	store.Storage.Storage = deps.Binder.ClaimStorage(store.Storage.Storage)
 	return ClaimStorage{
-		Claim:  &REST{Store: store, deps: deps},
+		Claim:  &REST{Store: &ledgerstore.Store{Store: store}, deps: deps},
 		Status: statusrest.New(store, macosmachineclaim.StatusStrategy),
 		Bind:   &BindREST{deps: deps},
 	}, nil

@@ -64,7 +64,7 @@ func forTester(c *dockerio.MacOSMachineClaim) *dockerio.MacOSMachineClaim {
 }
 
 func namespaceContext(s ClaimStorage) context.Context {
-	return genericregistrytest.NewNamespaceScopeContext(s.Claim.Store, metav1.NamespaceDefault)
+	return genericregistrytest.NewNamespaceScopeContext(s.Claim.Store.Store, metav1.NamespaceDefault)
 }
 
 func getClaim(t *testing.T, s ClaimStorage, name string) *dockerio.MacOSMachineClaim {
@@ -97,7 +97,7 @@ func TestStorage_Create(t *testing.T) {
 	neither.Spec.PoolName = ""
 	badSelector := forTester(registrytest.MachineClaim("x"))
 	badSelector.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "xcode", Operator: "Near"}}
-	genericregistrytest.New(t, s.Claim.Store).TestCreate(forTester(registrytest.MachineClaim("ci-42")), both, neither, badSelector)
+	genericregistrytest.New(t, s.Claim.Store.Store).TestCreate(forTester(registrytest.MachineClaim("ci-42")), both, neither, badSelector)
 }
 
 func TestCreate_ExactlyOneOfPoolOrClass(t *testing.T) {
@@ -149,7 +149,7 @@ func TestCreate_StartsPendingAndIgnoresStatus(t *testing.T) {
 
 func TestStorage_UpdateKeepsSpecFixed(t *testing.T) {
 	s := newStorage(t)
-	genericregistrytest.New(t, s.Claim.Store).TestUpdate(forTester(registrytest.MachineClaim("ci-42")),
+	genericregistrytest.New(t, s.Claim.Store.Store).TestUpdate(forTester(registrytest.MachineClaim("ci-42")),
 		func(obj runtime.Object) runtime.Object {
 			c := obj.(*dockerio.MacOSMachineClaim)
 			c.Labels["team"] = "macos"
@@ -206,17 +206,17 @@ func TestMainResource_IgnoresStatus(t *testing.T) {
 
 func TestStorage_Delete(t *testing.T) {
 	s := newStorage(t)
-	genericregistrytest.New(t, s.Claim.Store).ReturnDeletedObject().TestDelete(forTester(registrytest.MachineClaim("ci-42")))
+	genericregistrytest.New(t, s.Claim.Store.Store).ReturnDeletedObject().TestDelete(forTester(registrytest.MachineClaim("ci-42")))
 }
 
 func TestStorage_Get(t *testing.T) {
 	s := newStorage(t)
-	genericregistrytest.New(t, s.Claim.Store).TestGet(forTester(registrytest.MachineClaim("ci-42")))
+	genericregistrytest.New(t, s.Claim.Store.Store).TestGet(forTester(registrytest.MachineClaim("ci-42")))
 }
 
 func TestStorage_List(t *testing.T) {
 	s := newStorage(t)
-	genericregistrytest.New(t, s.Claim.Store).TestList(forTester(registrytest.MachineClaim("ci-42")))
+	genericregistrytest.New(t, s.Claim.Store.Store).TestList(forTester(registrytest.MachineClaim("ci-42")))
 }
 
 // The generic tester writes its object straight to etcd, without the
@@ -224,7 +224,7 @@ func TestStorage_List(t *testing.T) {
 // TestWatch_SelectsByPhase instead.
 func TestStorage_WatchSelectsByLabelAndField(t *testing.T) {
 	s := newStorage(t)
-	genericregistrytest.New(t, s.Claim.Store).TestWatch(forTester(registrytest.MachineClaim("ci-42")),
+	genericregistrytest.New(t, s.Claim.Store.Store).TestWatch(forTester(registrytest.MachineClaim("ci-42")),
 		[]labels.Set{{"team": "ios"}},
 		[]labels.Set{{"team": "android"}},
 		[]fields.Set{{"metadata.name": "ci-42"}, {"spec.poolName": "warm"}, {"spec.className": ""}, {"status.machineName": ""}},

@@ -1,0 +1,332 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package binding
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/storage/door"
+	"github.com/dockerios/dockerios/pkg/storage/txn"
+)
+
+func (b *Binder) queuePrefix(namespace, pool string) string {
+	return b.queueRoot + namespace + "/" + pool + "/"
+}
+
+// queueKey is where a waiting pool claim stands in its pool's queue.
+func (b *Binder) queueKey(c *dockerio.MacOSMachineClaim) string {
+	return b.queuePrefix(c.Namespace, c.Spec.PoolName) + c.Name
+}
+
+// ClaimStorage wraps the storage of MacOSMachineClaims so that a pool claim
+// is Bound at create when a machine is waiting for it, joins its pool's
+// queue otherwise, and leaves it — freeing its machine, if it had one — in
+// the transaction that deletes it, whichever REST path creates, updates or
+// deletes it (see package door).
+func (b *Binder) ClaimStorage(inner storage.Interface) storage.Interface {
+	return &claimStorage{Interface: inner, b: b}
+}
+
+type claimStorage struct {
+	storage.Interface
+	b *Binder
+}
+
+var _ door.Storage = &claimStorage{}
+
+// AnswersDryRuns: every write here honours door.WithDryRun.
+func (s *claimStorage) AnswersDryRuns() {}
+
+// createOutcome is what one attempt at creating a Bound claim came to.
+type createOutcome int
+
+const (
+	created      createOutcome = iota // written, or refused for good
+	tryAnother                        // the machine changed meanwhile
+	joinTheQueue                      // an older claim of the pool waits
+)
+
+// Create writes a new claim: Bound to the Ready machine of its pool that
+// has been Ready longest when this apiserver's view knows one and no older
+// claim of the pool waits; Pending, in its pool's queue, otherwise. A claim
+// for a class is always created Pending: the controller makes its machine.
+func (s *claimStorage) Create(ctx context.Context, key string, obj, out runtime.Object, _ uint64) error {
+	c, ok := obj.(*dockerio.MacOSMachineClaim)
+	if !ok {
+		return fmt.Errorf("not a MacOSMachineClaim: %T", obj)
+	}
+	if c.ResourceVersion != "" {
+		return storage.ErrResourceVersionSetOnCreate
+	}
+	cKey, err := s.b.claims.EtcdKey(key)
+	if err != nil {
+		return err
+	}
+	if c.Spec.PoolName != "" {
+		var selector labels.Selector
+		if c.Spec.Selector != nil {
+			// Validation has refused a malformed selector already.
+			if selector, err = metav1.LabelSelectorAsSelector(c.Spec.Selector); err != nil {
+				return apierrors.NewBadRequest(err.Error())
+			}
+		}
+		for range maxAttempts {
+			m, known := s.b.view.pick(c.Namespace, c.Spec.PoolName, selector)
+			if !known || m == nil {
+				break
+			}
+			res, err := s.createBound(ctx, key, cKey, c, m, out)
+			if err != nil || res == created {
+				return err
+			}
+			if res == joinTheQueue {
+				break
+			}
+		}
+	}
+	return s.createPending(ctx, key, cKey, c, out)
+}
+
+// createBound tries to create c Bound to m, in one transaction with m's
+// claimRef, conditioned on m unchanged since the view saw it and on no
+// claim of the pool waiting.
+func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *dockerio.MacOSMachineClaim, m *bindable, out runtime.Object) (createOutcome, error) {
+	b := s.b
+	bound := b.boundTo(c, m.machine)
+	mKey := b.machines.Key(m.machine.Namespace, m.machine.Name)
+	queue := b.queuePrefix(c.Namespace, c.Spec.PoolName)
+	var tx txn.Txn
+	tx.IfAbsent(cKey).IfUnchanged(mKey, m.rev).IfNothingUnder(queue).ReadOnFailure(cKey).ReadFirstUnderOnFailure(queue)
+	written, err := tx.PutObject(ctx, b.claims, cKey, bound)
+	if err != nil {
+		b.view.done(m, false, false)
+		return created, err
+	}
+	if _, err := tx.PutObject(ctx, b.machines, mKey, heldBy(m.machine, c)); err != nil {
+		b.view.done(m, false, false)
+		return created, err
+	}
+	res, err := txn.Commit(ctx, b.client, &tx)
+	if err != nil {
+		b.view.done(m, false, false)
+		return created, err
+	}
+	dryRun := door.IsDryRun(ctx)
+	if res.Succeeded {
+		if !dryRun {
+			b.view.boundAt(m.machine, res.Revision)
+		}
+		b.view.done(m, false, false)
+		if err := written.Into(out, res.Revision); err != nil {
+			return created, err
+		}
+		if !dryRun {
+			metricBindings.WithLabelValues("atCreate").Inc()
+			b.event(bound, "MacOSMachineClaim", corev1.EventTypeNormal, ReasonBound, "bound at create to MacOSMachine %s, Ready since %s",
+				m.machine.Name, m.readySince.UTC().Format("2006-01-02T15:04:05Z"))
+		}
+		return created, nil
+	}
+	if _, exists := res.Found[cKey]; exists {
+		b.view.done(m, false, false)
+		return created, storage.NewKeyExistsError(key, 0)
+	}
+	for k := range res.Found {
+		if strings.HasPrefix(k, queue) {
+			b.view.done(m, false, false)
+			return joinTheQueue, nil
+		}
+	}
+	b.view.done(m, false, true)
+	return tryAnother, nil
+}
+
+// createPending creates c Pending; a pool claim joins its pool's queue in
+// the same write.
+func (s *claimStorage) createPending(ctx context.Context, key, cKey string, c *dockerio.MacOSMachineClaim, out runtime.Object) error {
+	b := s.b
+	var tx txn.Txn
+	tx.IfAbsent(cKey).ReadOnFailure(cKey)
+	written, err := tx.PutObject(ctx, b.claims, cKey, c)
+	if err != nil {
+		return err
+	}
+	if c.Spec.PoolName != "" {
+		tx.Put(b.queueKey(c), string(c.UID))
+	}
+	res, err := txn.Commit(ctx, b.client, &tx)
+	if err != nil {
+		return err
+	}
+	if !res.Succeeded {
+		return storage.NewKeyExistsError(key, 0)
+	}
+	return written.Into(out, res.Revision)
+}
+
+// GuaranteedUpdate lets the generic store make every update, except two: a
+// create (server-side apply of a new claim) goes to Create, so it binds or
+// queues exactly as a POST does; and the update that starts deleting a
+// waiting claim (it has finalizers) is made here, taking the claim out of
+// its pool's queue in the same write, since a claim being deleted is never
+// bound.
+func (s *claimStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
+	return door.Updater{
+		Inner:     s.Interface,
+		Create:    s.Create,
+		Intercept: s.interceptLeavingQueue,
+		Copy:      s.b.claims.Copy,
+	}.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject)
+}
+
+// interceptLeavingQueue takes over every update of a waiting pool claim
+// marked deleted. It cannot tell the update that marks it from later ones
+// by the object read: the generic store marks that object in place. Later
+// ones only remove finalizers, and taking them over costs a no-op delete.
+func (s *claimStorage) interceptLeavingQueue(_, output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
+	updated, ok := output.(*dockerio.MacOSMachineClaim)
+	if !ok || updated.Spec.PoolName == "" || updated.Status.MachineName != "" || updated.DeletionTimestamp == nil {
+		return nil
+	}
+	return func(ctx context.Context, destination runtime.Object) (bool, error) {
+		b := s.b
+		cKey := b.claims.Key(updated.Namespace, updated.Name)
+		var tx txn.Txn
+		tx.IfUnchanged(cKey, rev)
+		written, err := tx.PutObject(ctx, b.claims, cKey, updated)
+		if err != nil {
+			return false, err
+		}
+		tx.Delete(b.queueKey(updated))
+		res, err := txn.Commit(ctx, b.client, &tx)
+		if err != nil || !res.Succeeded {
+			return false, err
+		}
+		if door.IsDryRun(ctx) {
+			// As the generic store's dry-run update: the resourceVersion read.
+			return true, written.Into(destination, rev)
+		}
+		return true, written.Into(destination, res.Revision)
+	}
+}
+
+// Delete removes a claim and, in the same transaction, takes it out of its
+// pool's queue or frees its machine, which is then Released: never bound
+// again, and disposed of.
+func (s *claimStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
+	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
+	b := s.b
+	if opts.ExpectTransformOrDecodeError {
+		// A corrupt claim nobody can decode (see
+		// IgnoreStoreReadErrorWithClusterBreakingPotential): the store
+		// deletes it as any corrupt object; its machine, which names it,
+		// is disposed of by the controller as one whose claim is gone, and
+		// a queue key it left is dropped by the queue audit.
+		return s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
+	}
+	claimKey, err := b.claims.EtcdKey(key)
+	if err != nil {
+		return err
+	}
+	for range maxAttempts {
+		obj, rev, err := b.claims.Get(ctx, b.client, claimKey)
+		if err != nil {
+			return err
+		}
+		claim := obj.(*dockerio.MacOSMachineClaim)
+		if preconditions != nil {
+			if err := preconditions.Check(key, claim); err != nil {
+				return err
+			}
+		}
+		if err := validateDeletion(ctx, claim); err != nil {
+			return err
+		}
+		var tx txn.Txn
+		tx.IfUnchanged(claimKey, rev).Delete(claimKey)
+		if claim.Spec.PoolName != "" {
+			tx.Delete(b.queueKey(claim))
+		}
+		if name := claim.Status.MachineName; name != "" {
+			if err := b.freeMachineOf(ctx, &tx, claim, name); err != nil {
+				return err
+			}
+		}
+		res, err := txn.Commit(ctx, b.client, &tx)
+		if err != nil {
+			return err
+		}
+		if !res.Succeeded {
+			continue
+		}
+		if !door.IsDryRun(ctx) {
+			// Like the etcd3 store, answer with the deleted object at the
+			// revision of its deletion; a dry run answers it as it is.
+			if err := (storage.APIObjectVersioner{}).UpdateObject(claim, uint64(res.Revision)); err != nil {
+				return err
+			}
+		}
+		dst, ok := out.(*dockerio.MacOSMachineClaim)
+		if !ok {
+			return fmt.Errorf("cannot return a MacOSMachineClaim as %T", out)
+		}
+		*dst = *claim
+		return nil
+	}
+	return apierrors.NewConflict(dockerio.Resource("macosmachineclaims"), path.Base(key), fmt.Errorf("the claim kept changing while it was being deleted; retry"))
+}
+
+// freeMachineOf adds to tx, which deletes claim, that its machine name is
+// freed and Released — if the machine still names the claim.
+func (b *Binder) freeMachineOf(ctx context.Context, tx *txn.Txn, claim *dockerio.MacOSMachineClaim, name string) error {
+	machineKey := b.machines.Key(claim.Namespace, name)
+	mObj, mRev, err := b.machines.Get(ctx, b.client, machineKey)
+	if storage.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m := mObj.(*dockerio.MacOSMachine)
+	if ref := m.Status.ClaimRef; ref == nil || ref.UID != string(claim.UID) {
+		return nil
+	}
+	freed := m.DeepCopy()
+	freed.Status.ClaimRef = nil
+	meta.SetStatusCondition(&freed.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.MachineReleased, Status: metav1.ConditionTrue, Reason: ReasonClaimDeleted,
+		Message:            fmt.Sprintf("MacOSMachineClaim %s was deleted; the machine is never bound again and is disposed of", claim.Name),
+		ObservedGeneration: m.Generation, LastTransitionTime: metav1.NewTime(b.clock.Now()),
+	})
+	tx.IfUnchanged(machineKey, mRev)
+	_, err = tx.PutObject(ctx, b.machines, machineKey, freed)
+	return err
+}

@@ -1,0 +1,464 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package binding_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
+	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
+	"github.com/dockerios/dockerios/pkg/registry/registrytest"
+)
+
+const queueRoot = "/registry/dockerios.io/claim-queue/"
+
+// replica returns another apiserver's storage over e's etcd: its own
+// binder, ledger, stores and (when started) view.
+func (e *env) replica(t *testing.T) *env {
+	t.Helper()
+	ledger, binder := registrytest.NewLedgerAndBinder(t, e.getter)
+	machines, err := machinestorage.NewStorage(e.getter, ledger, registrytest.AllowAll)
+	require.NoError(t, err)
+	t.Cleanup(machines.Machine.DestroyFunc)
+	claims, err := claimstorage.NewStorage(e.getter, claimstorage.Deps{Binder: binder, Classes: ledger, Authorizer: registrytest.AllowAll})
+	require.NoError(t, err)
+	t.Cleanup(claims.Claim.DestroyFunc)
+	return &env{machines: machines, claims: claims, binder: binder, getter: e.getter}
+}
+
+// startView runs the binder's view of bindable machines, as the apiserver
+// does once it has started.
+func (e *env) startView(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go e.binder.RunMachineView(ctx, e.machines.Machine.Store.Storage.Storage)
+}
+
+// waitBindable waits until the view would bind exactly want, in order.
+func (e *env) waitBindable(t *testing.T, want ...string) {
+	t.Helper()
+	var names []string
+	var known bool
+	if !assert.Eventually(t, func() bool {
+		names, known = e.binder.BindableMachines(metav1.NamespaceDefault, "warm")
+		return known && fmt.Sprint(names) == fmt.Sprint(want)
+	}, 10*time.Second, 5*time.Millisecond) {
+		t.Fatalf("the view never showed %v: it showed %v (loaded: %v)", want, names, known)
+	}
+}
+
+// readyMachineSince creates a machine of pool warm Ready since since.
+func (e *env) readyMachineSince(t *testing.T, name string, since time.Time) {
+	t.Helper()
+	e.readyMachine(t, name)
+	m := e.getMachine(t, name)
+	for i := range m.Status.Conditions {
+		if m.Status.Conditions[i].Type == "Ready" {
+			m.Status.Conditions[i].LastTransitionTime = metav1.NewTime(since)
+		}
+	}
+	_, _, err := e.machines.Status.Update(e.ctx(), name, rest.DefaultUpdatedObjectInfo(m), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// queue lists the waiting claims of pool warm, as etcd holds them.
+func (e *env) queue(t *testing.T) []string {
+	t.Helper()
+	resp, err := e.getter.Server.V3Client.Client.Get(context.Background(), queueRoot, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	var names []string
+	for _, kv := range resp.Kvs {
+		names = append(names, strings.TrimPrefix(string(kv.Key), queueRoot))
+	}
+	return names
+}
+
+func (e *env) tryClaim(name string, mutate ...func(*dockerio.MacOSMachineClaim)) (*dockerio.MacOSMachineClaim, error) {
+	c := registrytest.MachineClaim(name)
+	for _, f := range mutate {
+		f(c)
+	}
+	obj, err := e.claims.Claim.Create(e.ctx(), c, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*dockerio.MacOSMachineClaim), nil
+}
+
+func TestCreate_BindsTheMachineReadyLongestInTheSameWrite(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.readyMachineSince(t, "mac-b", time.Now().Add(-time.Minute))
+	e.readyMachineSince(t, "mac-a", time.Now())
+	e.readyMachineSince(t, "mac-c", time.Now().Add(-time.Hour))
+	e.startView(t)
+	e.waitBindable(t, "mac-c", "mac-b", "mac-a")
+
+	for _, want := range []string{"mac-c", "mac-b", "mac-a"} {
+		c := e.claim(t, "for-"+want)
+		assert.Equal(t, dockerio.ClaimBound, c.Status.Phase, "the create answers Bound")
+		assert.Equal(t, want, c.Status.MachineName, "the machine Ready longest first")
+		assert.NotNil(t, c.Status.BoundTime)
+		assert.NotEmpty(t, c.ResourceVersion)
+		m := e.getMachine(t, want)
+		require.NotNil(t, m.Status.ClaimRef)
+		assert.Equal(t, dockerio.ClaimReference{Name: c.Name, UID: string(c.UID)}, *m.Status.ClaimRef)
+		assert.Equal(t, c.ResourceVersion, m.ResourceVersion, "claim and machine are written in one transaction")
+	}
+	assert.Empty(t, e.queue(t), "a claim bound at create never waits")
+
+	c := e.claim(t, "late")
+	assert.Equal(t, dockerio.ClaimPending, c.Status.Phase, "no machine left: Pending")
+	assert.Equal(t, []string{"default/warm/late"}, e.queue(t))
+}
+
+func TestCreate_WithoutAViewEveryClaimWaitsAndBindLeavesTheQueue(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.readyMachine(t, "mac-1")
+	c := e.claim(t, "ci-1")
+	assert.Equal(t, dockerio.ClaimPending, c.Status.Phase)
+	assert.Equal(t, []string{"default/warm/ci-1"}, e.queue(t))
+	_, err := e.bind("ci-1", "mac-1")
+	require.NoError(t, err)
+	assert.Empty(t, e.queue(t), "bound: out of the queue in the same write")
+}
+
+func TestCreate_NeverOvertakesAWaitingClaim(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.startView(t)
+	e.waitBindable(t)
+	first := e.claim(t, "first")
+	require.Equal(t, dockerio.ClaimPending, first.Status.Phase)
+
+	e.readyMachine(t, "mac-1")
+	e.waitBindable(t, "mac-1")
+	second := e.claim(t, "second")
+	assert.Equal(t, dockerio.ClaimPending, second.Status.Phase, "an older claim of the pool waits: the new one queues behind it")
+	assert.Nil(t, e.getMachine(t, "mac-1").Status.ClaimRef)
+	assert.Equal(t, []string{"default/warm/first", "default/warm/second"}, e.queue(t))
+
+	// The controller serves the queue oldest first.
+	_, err := e.bind("first", "mac-1")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"default/warm/second"}, e.queue(t))
+}
+
+func TestCreate_ClaimsThatCannotTakeAMachineWait(t *testing.T) {
+	cases := map[string]struct {
+		machine func(t *testing.T, e *env)
+		claim   func(*dockerio.MacOSMachineClaim)
+	}{
+		"selector matches no Ready machine": {
+			machine: func(t *testing.T, e *env) { e.readyMachine(t, "mac-1") },
+			claim: func(c *dockerio.MacOSMachineClaim) {
+				c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"xcode": "15"}}
+			},
+		},
+		"machine of another pool": {
+			machine: func(t *testing.T, e *env) {
+				e.readyMachine(t, "mac-1", func(m *dockerio.MacOSMachine) { m.Spec.PoolName = "other" })
+			},
+		},
+		"machine not Ready": {
+			machine: func(t *testing.T, e *env) {
+				_, err := e.machines.Machine.Create(e.ctx(), registrytest.Machine("mac-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+				require.NoError(t, err)
+			},
+		},
+		"machine released by its last claim": {
+			machine: func(t *testing.T, e *env) {
+				e.readyMachine(t, "mac-1")
+				e.waitBindable(t, "mac-1")
+				require.Equal(t, "mac-1", e.claim(t, "before").Status.MachineName)
+				_, _, err := e.claims.Claim.Delete(e.ctx(), "before", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+				require.NoError(t, err)
+			},
+		},
+		"class claim": {
+			machine: func(t *testing.T, e *env) { e.readyMachine(t, "mac-1") },
+			claim: func(c *dockerio.MacOSMachineClaim) {
+				c.Spec.PoolName, c.Spec.ClassName = "", "standard"
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, registrytest.AllowAll)
+			e.startView(t)
+			e.waitBindable(t)
+			tc.machine(t, e)
+			time.Sleep(100 * time.Millisecond) // let the view see it
+			var mutate []func(*dockerio.MacOSMachineClaim)
+			if tc.claim != nil {
+				mutate = append(mutate, tc.claim)
+			}
+			c, err := e.tryClaim("ci-1", mutate...)
+			require.NoError(t, err)
+			assert.Equal(t, dockerio.ClaimPending, c.Status.Phase)
+			assert.Empty(t, c.Status.MachineName)
+		})
+	}
+}
+
+func TestCreate_DryRunAnswersAsTheRealCreateAndWritesNothing(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.readyMachine(t, "mac-1")
+	e.startView(t)
+	e.waitBindable(t, "mac-1")
+	dry := &metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+
+	obj, err := e.claims.Claim.Create(e.ctx(), registrytest.MachineClaim("ci-1"), rest.ValidateAllObjectFunc, dry)
+	require.NoError(t, err)
+	c := obj.(*dockerio.MacOSMachineClaim)
+	assert.Equal(t, dockerio.ClaimBound, c.Status.Phase, "the dry run answers what the real create would")
+	assert.Equal(t, "mac-1", c.Status.MachineName)
+	assert.Empty(t, c.ResourceVersion, "nothing was stored")
+	_, err = e.claims.Claim.Get(e.ctx(), "ci-1", &metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "got %v", err)
+	assert.Nil(t, e.getMachine(t, "mac-1").Status.ClaimRef)
+	e.waitBindable(t, "mac-1")
+
+	real := e.claim(t, "ci-1")
+	assert.Equal(t, "mac-1", real.Status.MachineName, "the real create does what the dry run said")
+
+	obj, err = e.claims.Claim.Create(e.ctx(), registrytest.MachineClaim("ci-2"), rest.ValidateAllObjectFunc, dry)
+	require.NoError(t, err)
+	assert.Equal(t, dockerio.ClaimPending, obj.(*dockerio.MacOSMachineClaim).Status.Phase)
+	assert.Empty(t, e.queue(t), "a dry run joins no queue")
+
+	_, err = e.claims.Claim.Create(e.ctx(), registrytest.MachineClaim("ci-1"), rest.ValidateAllObjectFunc, dry)
+	assert.True(t, apierrors.IsAlreadyExists(err), "a dry-run create of an existing claim: got %v", err)
+}
+
+func TestCreate_ServerSideApplyBindsAsPOSTDoes(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.readyMachine(t, "mac-1")
+	e.startView(t)
+	e.waitBindable(t, "mac-1")
+	obj, created, err := e.claims.Claim.Update(e.ctx(), "ci-1", rest.DefaultUpdatedObjectInfo(registrytest.MachineClaim("ci-1")),
+		rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, true, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, "mac-1", obj.(*dockerio.MacOSMachineClaim).Status.MachineName)
+	require.NotNil(t, e.getMachine(t, "mac-1").Status.ClaimRef)
+
+	obj, _, err = e.claims.Claim.Update(e.ctx(), "ci-2", rest.DefaultUpdatedObjectInfo(registrytest.MachineClaim("ci-2")),
+		rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, true, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, dockerio.ClaimPending, obj.(*dockerio.MacOSMachineClaim).Status.Phase)
+	assert.Equal(t, []string{"default/warm/ci-2"}, e.queue(t), "an applied claim waits in the queue as a POSTed one")
+}
+
+func TestDelete_AWaitingClaimLeavesItsQueue(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.claim(t, "plain")
+	withFinalizer := registrytest.MachineClaim("finalized")
+	withFinalizer.Finalizers = []string{"example.com/hold"}
+	_, err := e.claims.Claim.Create(e.ctx(), withFinalizer, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"default/warm/finalized", "default/warm/plain"}, e.queue(t))
+
+	_, _, err = e.claims.Claim.Delete(e.ctx(), "plain", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err)
+	assert.Len(t, e.queue(t), 2, "a dry-run delete leaves the queue alone")
+
+	_, _, err = e.claims.Claim.Delete(e.ctx(), "plain", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+	require.NoError(t, err)
+	_, immediate, err := e.claims.Claim.Delete(e.ctx(), "finalized", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+	require.NoError(t, err)
+	assert.False(t, immediate, "the finalizer holds the claim")
+	assert.NotNil(t, e.getClaim(t, "finalized").DeletionTimestamp)
+	assert.Empty(t, e.queue(t), "a claim being deleted waits for nothing: out of the queue when marked")
+}
+
+func TestAuditQueue_DropsOnlyEntriesWhoseClaimNoLongerWaits(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.claim(t, "waiting")
+	ctx := context.Background()
+	_, err := e.getter.Server.V3Client.Client.Put(ctx, queueRoot+"default/warm/gone", "uid-of-a-deleted-claim")
+	require.NoError(t, err)
+	n, err := e.binder.AuditQueue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, []string{"default/warm/waiting"}, e.queue(t))
+}
+
+// TestCreate_RacesNeverBindAMachineTwice has two apiserver replicas, each
+// with its own view, take claims while machines turn Ready, the controller
+// binds waiting claims and claims are deleted, all at once; afterwards
+// every machine is held by at most one claim, claim and machine agree, and
+// the queue holds exactly the claims still waiting.
+func TestCreate_RacesNeverBindAMachineTwice(t *testing.T) {
+	getter := registrytest.NewRESTOptionsGetter(t)
+	getter.WatchCache = true
+	registrytest.Seed(t, getter, registrytest.MachineClass("standard"), registrytest.IdentityPool("imacpro"))
+	first := (&env{getter: getter}).replica(t)
+	second := first.replica(t)
+	replicas := []*env{first, second}
+	for _, r := range replicas {
+		r.startView(t)
+		r.waitBindable(t)
+	}
+	const warm, later, claims = 15, 15, 60
+	for i := range warm {
+		first.readyMachine(t, fmt.Sprintf("warm-%02d", i))
+	}
+	for _, r := range replicas {
+		r.waitBindable(t, func() []string {
+			var names []string
+			for i := range warm {
+				names = append(names, fmt.Sprintf("warm-%02d", i))
+			}
+			return names
+		}()...)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 1000)
+	for i := range claims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := replicas[i%2]
+			if _, err := r.tryClaim(fmt.Sprintf("ci-%02d", i)); err != nil {
+				errs <- fmt.Errorf("create ci-%02d: %w", i, err)
+			}
+		}()
+	}
+	for i := range later {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replicas[i%2].readyMachine(t, fmt.Sprintf("later-%02d", i))
+		}()
+	}
+	// Deletes of some claims, whatever state they are in.
+	for i := 0; i < claims; i += 7 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(rand.Intn(50)) * time.Millisecond)
+			_, _, err := replicas[(i+1)%2].claims.Claim.Delete(replicas[0].ctx(), fmt.Sprintf("ci-%02d", i), rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs <- fmt.Errorf("delete ci-%02d: %w", i, err)
+			}
+		}()
+	}
+	// The controller: bind waiting claims to Ready machines, oldest first,
+	// until the creates are done.
+	stop := make(chan struct{})
+	var controller sync.WaitGroup
+	controller.Add(1)
+	go func() {
+		defer controller.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			controllerPass(t, replicas[1])
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	controller.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	controllerPass(t, first) // serve whoever still waits
+
+	claimsList, err := first.claims.Claim.List(first.ctx(), nil)
+	require.NoError(t, err)
+	machinesList, err := first.machines.Machine.List(first.ctx(), nil)
+	require.NoError(t, err)
+	holder := map[string]string{}
+	var waitingClaims []string
+	for _, c := range claimsList.(*dockerio.MacOSMachineClaimList).Items {
+		if c.Status.MachineName == "" {
+			waitingClaims = append(waitingClaims, "default/warm/"+c.Name)
+			continue
+		}
+		if other, dup := holder[c.Status.MachineName]; dup {
+			t.Errorf("machine %s bound to both %s and %s", c.Status.MachineName, other, c.Name)
+		}
+		holder[c.Status.MachineName] = c.Name
+	}
+	bound := 0
+	for _, m := range machinesList.(*dockerio.MacOSMachineList).Items {
+		if m.Status.ClaimRef == nil {
+			assert.Empty(t, holder[m.Name], "claim %s names machine %s, which names no claim", holder[m.Name], m.Name)
+			continue
+		}
+		bound++
+		assert.Equal(t, holder[m.Name], m.Status.ClaimRef.Name, "machine %s and its claim agree", m.Name)
+	}
+	assert.Equal(t, len(holder), bound)
+	sort.Strings(waitingClaims)
+	assert.Equal(t, waitingClaims, e2q(first.queue(t)), "the queue holds exactly the waiting claims")
+	t.Logf("%d claims bound, %d waiting, of %d machines", bound, len(waitingClaims), warm+later)
+}
+
+func e2q(q []string) []string {
+	sort.Strings(q)
+	if q == nil {
+		return nil
+	}
+	return q
+}
+
+// controllerPass binds waiting claims, oldest first, to Ready unbound
+// machines through the bind subresource, as the pool controller does.
+func controllerPass(t *testing.T, e *env) {
+	claimsList, err := e.claims.Claim.List(e.ctx(), nil)
+	require.NoError(t, err)
+	machinesList, err := e.machines.Machine.List(e.ctx(), nil)
+	require.NoError(t, err)
+	var free []string
+	for _, m := range machinesList.(*dockerio.MacOSMachineList).Items {
+		if m.Status.ClaimRef == nil && m.Status.Phase == dockerio.MachineReady && m.DeletionTimestamp == nil {
+			free = append(free, m.Name)
+		}
+	}
+	items := claimsList.(*dockerio.MacOSMachineClaimList).Items
+	sort.Slice(items, func(i, j int) bool { return items[i].CreationTimestamp.Before(&items[j].CreationTimestamp) })
+	for _, c := range items {
+		if c.Status.MachineName != "" || c.DeletionTimestamp != nil || len(free) == 0 {
+			continue
+		}
+		if _, err := e.bind(c.Name, free[0]); err == nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			free = free[1:]
+		} else {
+			t.Errorf("bind %s to %s: %v", c.Name, free[0], err)
+		}
+	}
+}

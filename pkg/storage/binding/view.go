@@ -1,0 +1,292 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package binding
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/klog/v2"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+)
+
+// machineView is this apiserver's list of the machines a pool claim could
+// be bound to at create — Ready, unbound, not released, not being deleted —
+// per namespace and pool, kept by a watch on the machines' storage (the
+// watch cache), so that a create finds its machine without asking etcd.
+//
+// It is only ever a hint: the create's transaction requires the machine
+// unchanged since the revision the view holds, so a machine another
+// replica bound meanwhile costs a retry, never a second binding. Until it
+// has loaded, and while its watch is broken, claims are created Pending and
+// the controller binds them.
+type machineView struct {
+	mu    sync.Mutex
+	ready bool
+	pools map[poolRef]map[string]*bindable // by machine name
+	// hidden holds, per namespace/name, a revision the view must not show
+	// the machine at or below: one this replica just bound, or one a
+	// transaction found changed (the watch has not caught up yet).
+	hidden map[string]int64
+	// trying are the machines a create of this replica is binding now;
+	// other creates of this replica take the next one instead of racing.
+	trying map[string]bool
+}
+
+type poolRef struct{ namespace, pool string }
+
+// bindable is a machine the view could hand to a claim.
+type bindable struct {
+	machine    *dockerio.MacOSMachine // as the watch delivered it; never modified
+	rev        int64
+	readySince time.Time
+}
+
+// Bindable says whether m could be bound to a claim of its pool now.
+func Bindable(m *dockerio.MacOSMachine) bool {
+	return m.Spec.PoolName != "" && m.DeletionTimestamp == nil && m.Status.ClaimRef == nil && ready(m) &&
+		!meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased)
+}
+
+// ReadySince is when m last became Ready; bindings prefer the machine Ready
+// longest.
+func ReadySince(m *dockerio.MacOSMachine) time.Time {
+	if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineConditionReady); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return m.CreationTimestamp.Time
+}
+
+func objectKey(namespace, name string) string { return namespace + "/" + name }
+
+// apply records one state of a machine seen by the watch.
+func (v *machineView) apply(m *dockerio.MacOSMachine, deleted bool) {
+	rev, err := strconv.ParseInt(m.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	key := objectKey(m.Namespace, m.Name)
+	if hiddenAt, ok := v.hidden[key]; ok {
+		if rev <= hiddenAt {
+			return
+		}
+		delete(v.hidden, key)
+	}
+	// A machine's pool never changes (spec is immutable), so removing it
+	// from its own pool removes it from the view.
+	ref := poolRef{m.Namespace, m.Spec.PoolName}
+	if deleted || !Bindable(m) {
+		if set := v.pools[ref]; set != nil {
+			delete(set, m.Name)
+			if len(set) == 0 {
+				delete(v.pools, ref)
+			}
+		}
+		return
+	}
+	set := v.pools[ref]
+	if set == nil {
+		set = map[string]*bindable{}
+		v.pools[ref] = set
+	}
+	set[m.Name] = &bindable{machine: m, rev: rev, readySince: ReadySince(m)}
+}
+
+// pick returns the machine of namespace/pool Ready longest that matches
+// selector and no create of this replica is binding, and marks it as being
+// bound (release it with done). ok is false when the view cannot say.
+func (v *machineView) pick(namespace, pool string, selector labels.Selector) (b *bindable, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.ready {
+		return nil, false
+	}
+	for name, c := range v.pools[poolRef{namespace, pool}] {
+		if v.trying[objectKey(namespace, name)] || (selector != nil && !selector.Matches(labels.Set(c.machine.Labels))) {
+			continue
+		}
+		if b == nil || c.readySince.Before(b.readySince) ||
+			(c.readySince.Equal(b.readySince) && c.machine.Name < b.machine.Name) {
+			b = c
+		}
+	}
+	if b != nil {
+		v.trying[objectKey(namespace, b.machine.Name)] = true
+	}
+	return b, true
+}
+
+// done ends a create's attempt at b. A machine that was bound (bound) or
+// found changed is hidden at the revision the attempt knew, until the
+// watch shows it at a newer one.
+func (v *machineView) done(b *bindable, bound, changed bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	m := b.machine
+	key := objectKey(m.Namespace, m.Name)
+	delete(v.trying, key)
+	if !bound && !changed {
+		return
+	}
+	ref := poolRef{m.Namespace, m.Spec.PoolName}
+	if set := v.pools[ref]; set != nil {
+		if cur := set[m.Name]; cur != nil && cur.rev <= b.rev {
+			delete(set, m.Name)
+			if len(set) == 0 {
+				delete(v.pools, ref)
+			}
+			if v.hidden[key] < b.rev {
+				v.hidden[key] = b.rev
+			}
+		}
+	}
+}
+
+// boundAt hides a machine this replica bound at revision rev, so that no
+// watch event from before the binding shows it bindable again.
+func (v *machineView) boundAt(m *dockerio.MacOSMachine, rev int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	key := objectKey(m.Namespace, m.Name)
+	if v.hidden[key] < rev {
+		v.hidden[key] = rev
+	}
+	if set := v.pools[poolRef{m.Namespace, m.Spec.PoolName}]; set != nil {
+		delete(set, m.Name)
+	}
+}
+
+func (v *machineView) reset(items []dockerio.MacOSMachine) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.pools = map[poolRef]map[string]*bindable{}
+	v.hidden = map[string]int64{}
+	if v.trying == nil {
+		v.trying = map[string]bool{}
+	}
+	for i := range items {
+		v.apply(&items[i], false)
+	}
+	v.ready = true
+}
+
+func (v *machineView) stop() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ready = false
+	v.pools = nil
+}
+
+// RunMachineView keeps this apiserver's view of bindable machines, read
+// from machines (the machine registry's storage: its watch cache), until
+// ctx ends. Without it, every claim is created Pending and bound by the
+// controller; with it, a claim for a pool with a Ready machine is Bound in
+// the transaction that creates it.
+func (b *Binder) RunMachineView(ctx context.Context, machines storage.Interface) {
+	for ctx.Err() == nil {
+		if err := b.followMachines(ctx, machines); err != nil && ctx.Err() == nil {
+			klog.InfoS("View of bindable machines restarts", "reason", err)
+		}
+		b.view.stop()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// followMachines lists the machines and follows them until the watch ends.
+func (b *Binder) followMachines(ctx context.Context, machines storage.Interface) error {
+	root := b.machines.StoreRoot()
+	list := &dockerio.MacOSMachineList{}
+	opts := storage.ListOptions{ResourceVersion: "0", Recursive: true, Predicate: storage.Everything}
+	if err := machines.GetList(ctx, root, opts, list); err != nil {
+		return err
+	}
+	b.view.reset(list.Items)
+	opts.ResourceVersion = list.ResourceVersion
+	w, err := machines.Watch(ctx, root, opts)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("the watch of machines closed")
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
+				obj := ev.Object
+				if co, ok := obj.(runtime.CacheableObject); ok {
+					// The watch cache shares one object among its
+					// watchers; this is a copy of it.
+					obj = co.GetObject()
+				}
+				m, ok := obj.(*dockerio.MacOSMachine)
+				if !ok {
+					continue
+				}
+				b.view.mu.Lock()
+				b.view.apply(m, ev.Type == watch.Deleted)
+				b.view.mu.Unlock()
+			case watch.Error:
+				return fmt.Errorf("the watch of machines failed: %v", ev.Object)
+			}
+		}
+	}
+}
+
+// BindableMachines lists the machines of namespace/pool this apiserver
+// would bind a claim to at create now, Ready longest first; known is false
+// while the view has not loaded.
+func (b *Binder) BindableMachines(namespace, pool string) (names []string, known bool) {
+	v := &b.view
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.ready {
+		return nil, false
+	}
+	var all []*bindable
+	for _, c := range v.pools[poolRef{namespace, pool}] {
+		all = append(all, c)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].readySince.Equal(all[j].readySince) {
+			return all[i].readySince.Before(all[j].readySince)
+		}
+		return all[i].machine.Name < all[j].machine.Name
+	})
+	for _, c := range all {
+		names = append(names, c.machine.Name)
+	}
+	return names, true
+}
