@@ -50,6 +50,7 @@ func TestThroughKubeAPIServer(t *testing.T) {
 	t.Run("EveryKindCRUDWatchApplyScale", e.testEveryKind)
 	t.Run("ClaimVerbOnPools", e.testClaimVerb)
 	t.Run("BindSubresourceAndBindVerb", e.testBind)
+	t.Run("ClaimBoundAtCreate", e.testClaimBoundAtCreate)
 	t.Run("UseVerbOnIdentityPools", e.testUseVerb)
 	t.Run("CustomVerbsOnEveryWritePath", e.testCustomVerbsOnEveryWritePath)
 	t.Run("IdentityValuesHiddenFromViewers", e.testViewerSeesNoIdentityValues)
@@ -268,9 +269,12 @@ func (e *env) testBind(t *testing.T) {
 	e.pool(t, ns, "ci")
 	e.machine(t, ns, "mac-a", "ci")
 	e.machine(t, ns, "mac-b", "ci")
+	// The claims come first and wait: a claim made while a machine is
+	// Ready is bound at create (see testClaimBoundAtCreate).
+	e.claim(t, ns, "job-1", "ci")
+	e.claim(t, ns, "job-2", "ci")
 	e.makeReady(t, ns, "mac-a")
 	e.makeReady(t, ns, "mac-b")
-	e.claim(t, ns, "job-1", "ci")
 	e.admin.MustRun(t, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: binder-a, namespace: %[1]s}
@@ -325,7 +329,6 @@ rules:
 	assert.Contains(t, r.Stderr, "Conflict")
 	assert.Contains(t, r.Stderr, "the claim is already bound to MacOSMachine mac-a")
 	// A bound machine takes no other claim.
-	e.claim(t, ns, "job-2", "ci")
 	r = e.admin.Run("", "create", "--raw", strings.Replace(bindPath, "job-1", "job-2", 1), "-f", binding("mac-a"))
 	require.Error(t, r.Err)
 	assert.Contains(t, r.Stderr, "the machine is already bound to MacOSMachineClaim job-1")
@@ -427,12 +430,14 @@ func (e *env) testBindRace(t *testing.T) {
 	ns := e.namespace(t, "race")
 	e.pool(t, ns, "race")
 	for i := range machines {
-		name := fmt.Sprintf("mac-%02d", i)
-		e.machine(t, ns, name, "race")
-		e.makeReady(t, ns, name)
+		e.machine(t, ns, fmt.Sprintf("mac-%02d", i), "race")
 	}
+	// Claims made before any machine is Ready wait for a bind.
 	for i := range claims {
 		e.claim(t, ns, fmt.Sprintf("claim-%02d", i), "race")
+	}
+	for i := range machines {
+		e.makeReady(t, ns, fmt.Sprintf("mac-%02d", i))
 	}
 
 	var wg sync.WaitGroup
@@ -572,10 +577,15 @@ func (e *env) testNamespaceDeletion(t *testing.T) {
 	e.machine(t, ns, "mac-1", "ci")
 	e.makeReady(t, ns, "mac-1")
 	e.machine(t, ns, "mac-2", "")
+	// The claim is bound to mac-1 as it is created (or, if the server's
+	// view has not seen mac-1 Ready yet, waits for a bind).
 	e.claim(t, ns, "job", "ci")
 	_, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Bind(context.Background(), "job",
 		&v1alpha1.MacOSMachineBinding{MachineName: "mac-1"}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	if err != nil {
+		require.True(t, apierrors.IsConflict(err), "got %v", err)
+	}
+	require.Equal(t, "mac-1", e.admin.MustRun(t, "", "get", "mmclaim", "job", "-n", ns, "-o", "jsonpath={.status.machineName}"))
 	var held []string
 	for _, name := range []string{"mac-1", "mac-2"} {
 		m, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Get(context.Background(), name, metav1.GetOptions{})

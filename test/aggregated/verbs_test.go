@@ -84,8 +84,8 @@ rules:
 	// machine; and the fields a bind writes cannot be patched in through
 	// status instead.
 	e.machine(t, ns, "mac-a", "ci")
+	e.claim(t, ns, "job-1", "ci") // waits: made before any machine is Ready
 	e.makeReady(t, ns, "mac-a")
-	e.claim(t, ns, "job-1", "ci")
 	body := filepath.Join(t.TempDir(), "binding.json")
 	require.NoError(t, os.WriteFile(body, []byte(`{"apiVersion":"dockerios.io/v1alpha1","kind":"MacOSMachineBinding","machineName":"mac-a"}`), 0o600))
 	bindPath := "/apis/dockerios.io/v1alpha1/namespaces/" + ns + "/macosmachineclaims/job-1/bind"

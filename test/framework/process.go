@@ -83,3 +83,6 @@ func Eventually(t TB, within time.Duration, f func() string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// PID is the process's id, to read its resource use from /proc.
+func (p *process) PID() int { return p.cmd.Process.Pid }

@@ -51,7 +51,7 @@ func createClassAndPool(t *testing.T, s *framework.LocalServer) {
 	k.MustRun(t, "", "create", "-f", filepath.Join(examples, "00-identitypool.yaml"), "-f", filepath.Join(examples, "03-class.yaml"))
 }
 
-func restConfig(t *testing.T, kubeconfig string) *rest.Config {
+func restConfig(t testing.TB, kubeconfig string) *rest.Config {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	require.NoError(t, err)

@@ -35,7 +35,7 @@ import (
 )
 
 // examplesDir holds the manifests the README tour uses.
-func examplesDir(t *testing.T) string {
+func examplesDir(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "artifacts", "examples")
 	_, err := os.Stat(dir)

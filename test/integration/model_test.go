@@ -1303,6 +1303,9 @@ type modelSnapshot struct {
 	created    map[string]int64                  // machine name -> create revision
 	claims     map[string]*dockerio.MacOSMachineClaim
 	pools      map[string]*dockerio.MacOSIdentityPool
+	// queue: the claim queue's keys (<pool>/<claim>, one namespace) and
+	// the claim uid each holds.
+	queue map[string]string
 	// modRevs: every key under /registry/dockerios.io/ but the identity
 	// pools' (whose status is written in the background), by mod revision.
 	modRevs map[string]int64
@@ -1315,7 +1318,7 @@ func (h *modelHarness) snapshot(ctx context.Context) (*modelSnapshot, error) {
 	}
 	s := &modelSnapshot{rev: resp.Header.Revision, identities: map[string]*dockerio.MacOSIdentity{},
 		machines: map[string]*dockerio.MacOSMachine{}, created: map[string]int64{}, claims: map[string]*dockerio.MacOSMachineClaim{},
-		pools: map[string]*dockerio.MacOSIdentityPool{}, modRevs: map[string]int64{}}
+		pools: map[string]*dockerio.MacOSIdentityPool{}, modRevs: map[string]int64{}, queue: map[string]string{}}
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
 		decode := func(r *txn.Resource) (runtime.Object, error) {
@@ -1325,6 +1328,8 @@ func (h *modelHarness) snapshot(ctx context.Context) (*modelSnapshot, error) {
 			s.modRevs[key] = kv.ModRevision
 		}
 		switch {
+		case strings.HasPrefix(key, modelQueuePrefix):
+			s.queue[strings.TrimPrefix(key, modelQueuePrefix)] = string(kv.Value)
 		case strings.HasPrefix(key, h.res.identities.KeyPrefix()):
 			obj, err := decode(h.res.identities)
 			if err != nil {
@@ -1493,9 +1498,31 @@ func (s *modelSnapshot) violations() []string {
 			add("inv5: claim %s names machine %s in phase %q", c.Name, name, c.Status.Phase)
 		}
 	}
+	// 5b. The claim queue holds exactly the pool claims still waiting.
+	for _, c := range s.claims {
+		key := c.Spec.PoolName + "/" + c.Name
+		waits := c.Spec.PoolName != "" && c.Status.MachineName == "" && c.DeletionTimestamp == nil && c.Status.Phase != dockerio.ClaimLost
+		switch uid, queued := s.queue[key]; {
+		case waits && !queued:
+			add("inv5b: claim %s waits but is not in its pool's queue", c.Name)
+		case waits && uid != string(c.UID):
+			add("inv5b: claim %s waits, and its queue entry holds uid %s, not %s", c.Name, uid, c.UID)
+		case !waits && queued:
+			add("inv5b: claim %s does not wait (phase %s, machine %q) but is in its pool's queue", c.Name, c.Status.Phase, c.Status.MachineName)
+		}
+	}
+	for key := range s.queue {
+		if _, name, _ := strings.Cut(key, "/"); s.claims[name] == nil {
+			add("inv5b: queue entry %s outlived its claim", key)
+		}
+	}
 	sort.Strings(out)
 	return out
 }
+
+// modelQueuePrefix is where the model's namespace's claims wait (see
+// package binding).
+const modelQueuePrefix = "/registry/dockerios.io/claim-queue/" + modelNS + "/"
 
 func first(xs []string) []string {
 	sort.Strings(xs)

@@ -22,7 +22,6 @@ import (
 	"path"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,9 +147,10 @@ func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *doc
 			return created, err
 		}
 		if !dryRun {
+			// No Event: the create's answer and the claim's Bound
+			// condition say it, and an Event per claim would double the
+			// writes a warm pool's claims cost the cluster.
 			metricBindings.WithLabelValues("atCreate").Inc()
-			b.event(bound, "MacOSMachineClaim", corev1.EventTypeNormal, ReasonBound, "bound at create to MacOSMachine %s, Ready since %s",
-				m.machine.Name, m.readySince.UTC().Format("2006-01-02T15:04:05Z"))
 		}
 		return created, nil
 	}
