@@ -254,13 +254,18 @@ func serveEtcd(dir string) {
 	etcd.Stop()
 }
 
-// getter lays resources out as the apiserver does, watch cache included.
+// getter lays resources out as the apiserver does, watch caches included
+// (none for identities, as the apiserver's default --watch-cache-sizes).
 type getter struct{ config storagebackend.Config }
 
 func (g getter) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
+	decorator := genericregistry.StorageWithCacher()
+	if gr.Resource == "macosidentities" {
+		decorator = generic.UndecoratedStorage
+	}
 	return generic.RESTOptions{
 		StorageConfig:           &storagebackend.ConfigForResource{Config: g.config, GroupResource: gr},
-		Decorator:               genericregistry.StorageWithCacher(),
+		Decorator:               decorator,
 		DeleteCollectionWorkers: 1,
 		ResourcePrefix:          gr.Group + "/" + gr.Resource,
 	}, nil

@@ -106,6 +106,7 @@ func (e *env) benchClaims(b *testing.B, n int) {
 		}
 	}()
 	var wg sync.WaitGroup
+	var boundAtCreate atomic.Int64
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -114,14 +115,17 @@ func (e *env) benchClaims(b *testing.B, n int) {
 			mu.Lock()
 			created[name] = time.Now()
 			mu.Unlock()
-			_, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
+			c, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
 				ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"}}, metav1.CreateOptions{})
 			if err != nil {
 				b.Error(err)
+			} else if c.Status.Phase == v1alpha1.ClaimBound {
+				boundAtCreate.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
+	b.Logf("%d of %d claims came back Bound from their create; the controller bound the rest", boundAtCreate.Load(), n)
 	select {
 	case <-done:
 	case <-time.After(2 * time.Minute):

@@ -58,6 +58,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/apiserver"
 	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/authz"
 	"github.com/dockerios/dockerios/pkg/embeddedetcd"
 	generatedopenapi "github.com/dockerios/dockerios/pkg/generated/openapi"
 	"github.com/dockerios/dockerios/pkg/localpki"
@@ -105,6 +106,13 @@ func NewOptions(out, errOut io.Writer) *Options {
 	}
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
 	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
+	// Identities are many (a fleet's whole stock, 100,000 and more), rarely
+	// listed, and read by the ledger one at a time: a watch cache of them
+	// would hold every one decoded, with its field index and copy-on-write
+	// snapshots, several KiB each. They are read from etcd instead; the
+	// ledger's free-list view keeps allocation free of scans.
+	// --watch-cache-sizes overrides this.
+	o.RecommendedOptions.Etcd.WatchCacheSizes = []string{"macosidentities.dockerios.io#0"}
 	return o
 }
 
@@ -222,6 +230,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
+	}
+	if cfg.Authorization.Authorizer != nil {
+		cfg.Authorization.Authorizer = authz.Coalesce(cfg.Authorization.Authorizer)
 	}
 	return &apiserver.Config{GenericConfig: cfg, IdentityRepairInterval: o.IdentityRepairInterval}, nil
 }

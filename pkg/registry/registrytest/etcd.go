@@ -57,8 +57,8 @@ type RESTOptionsGetter struct {
 	// Transformer, when set, is the storage transformer of every resource,
 	// as encryption at rest configures one.
 	Transformer value.Transformer
-	// WatchCache puts every store behind a watch cache, as the apiserver
-	// does; otherwise stores read etcd directly.
+	// WatchCache puts every store but identities' behind a watch cache,
+	// as the apiserver does; otherwise stores read etcd directly.
 	WatchCache bool
 }
 
@@ -93,7 +93,9 @@ func (g *RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Ob
 	cfg := g.config
 	cfg.Transformer = g.Transformer
 	decorator := generic.UndecoratedStorage
-	if g.WatchCache {
+	if g.WatchCache && gr.Resource != "macosidentities" {
+		// As the apiserver's default --watch-cache-sizes: every resource
+		// but identities behind a watch cache.
 		decorator = genericregistry.StorageWithCacher()
 	}
 	return generic.RESTOptions{

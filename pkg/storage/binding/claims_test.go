@@ -343,10 +343,14 @@ func TestCreate_RacesNeverBindAMachineTwice(t *testing.T) {
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 1000)
+	// The creates start together, so that the two replicas reach for the
+	// same machine (the one Ready longest) at the same moment.
+	start := make(chan struct{})
 	for i := range claims {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			<-start
 			r := replicas[i%2]
 			if _, err := r.tryClaim(fmt.Sprintf("ci-%02d", i)); err != nil {
 				errs <- fmt.Errorf("create ci-%02d: %w", i, err)
@@ -372,6 +376,7 @@ func TestCreate_RacesNeverBindAMachineTwice(t *testing.T) {
 			}
 		}()
 	}
+	close(start)
 	// The controller: bind waiting claims to Ready machines, oldest first,
 	// until the creates are done.
 	stop := make(chan struct{})

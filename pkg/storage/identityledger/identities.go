@@ -39,7 +39,6 @@ import (
 // that has waited longest — whichever REST path creates or deletes it (see
 // package door).
 func (l *Ledger) IdentityStorage(inner storage.Interface) storage.Interface {
-	l.identityReads = inner
 	return &identityStorage{Interface: inner, l: l}
 }
 

@@ -103,11 +103,6 @@ type Ledger struct {
 
 	// free is this apiserver's view of the free lists (see RunFreeView).
 	free freeView
-
-	// identityReads is the identity registry's storage (its watch cache in
-	// the apiserver), set by IdentityStorage: allocations read identities
-	// there first, without a round trip to etcd.
-	identityReads storage.Interface
 }
 
 // Options are a Ledger's collaborators. Clock and Rand default to the real

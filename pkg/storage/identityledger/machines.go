@@ -20,8 +20,8 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strconv"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -137,16 +137,17 @@ func (l *Ledger) failed(ctx context.Context, key, mKey string, b *binding, res t
 }
 
 // createHolding tries to create m holding the free identity.
-func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m *dockerio.MacOSMachine, free *freeIdentity, b *binding, fromCache bool, out runtime.Object) (outcome, error) {
+func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m *dockerio.MacOSMachine, free *freeIdentity, b *binding, hint bool, out runtime.Object) (outcome, error) {
 	l := s.l
 	idKey := l.identities.Key("", free.identity)
-	obj, idRev, err := l.readIdentity(ctx, free.identity, fromCache)
+	obj, idRev, err := l.readIdentity(ctx, free.identity, hint)
 	if err != nil && !storage.IsNotFound(err) {
 		return done, err
 	}
 	if err != nil || obj.(*dockerio.MacOSIdentity).Status.Allocation != nil || isQuarantined(obj.(*dockerio.MacOSIdentity)) {
-		if fromCache {
-			// The view or the cache is behind: look again in etcd.
+		if hint {
+			// The view or the serializable read is behind: look again,
+			// linearizably.
 			l.free.forget(b.pool, free.key)
 			return raced, nil
 		}
@@ -196,20 +197,17 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 }
 
 // readIdentity reads an identity and the revision it was last written at.
-// From the watch cache it costs no round trip; the allocation transaction
-// requires the identity unchanged since, so a stale read only costs a retry.
-// Otherwise it is a linearizable read from etcd.
-func (l *Ledger) readIdentity(ctx context.Context, name string, fromCache bool) (runtime.Object, int64, error) {
-	if fromCache && l.identityReads != nil {
-		id := &dockerio.MacOSIdentity{}
-		err := l.identityReads.Get(ctx, l.identities.StoreKey("", name), storage.GetOptions{ResourceVersion: "0"}, id)
-		if err == nil {
-			rev, err := strconv.ParseInt(id.ResourceVersion, 10, 64)
-			return id, rev, err
-		}
-		if !storage.IsNotFound(err) {
-			return nil, 0, err
-		}
+// As a hint (the first attempt at an allocation) it is a serializable read:
+// etcd answers from its own state without a consensus round, and the
+// allocation transaction requires the identity unchanged since, so a stale
+// answer only costs a retry. Otherwise it is a linearizable read.
+//
+// Identities are not read from a watch cache: the apiserver keeps none of
+// them (see cmd/apiserver), since a fleet's whole stock of identities,
+// decoded and indexed, would cost far more memory than this read costs time.
+func (l *Ledger) readIdentity(ctx context.Context, name string, hint bool) (runtime.Object, int64, error) {
+	if hint {
+		return l.identities.Get(ctx, l.client, l.identities.Key("", name), clientv3.WithSerializable())
 	}
 	return l.identities.Get(ctx, l.client, l.identities.Key("", name))
 }
