@@ -66,8 +66,12 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 	require.NoError(b, err)
 	e.addIdentities(b, identityPool, "claims-bench", fleetSize, clients*rounds, 8)
 
-	var claimLat, configMapLat []time.Duration
-	for round := range rounds {
+	extra := 0
+	if *benchProfile != "" {
+		extra = 6 // bursts of claims profiled after the measured rounds
+	}
+	e.addIdentities(b, identityPool, "claims-bench-profiled", fleetSize+clients*rounds, clients*extra, 8)
+	warm := func(round int) {
 		// Warm machines, Ready as the controller reports them.
 		for i := range clients {
 			name := fmt.Sprintf("warm-%d-%03d", round, i)
@@ -85,8 +89,9 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 			require.NoError(b, err)
 		}
 		time.Sleep(200 * time.Millisecond) // the apiserver's view follows its watch cache
-
-		claims := burst(b, clients, func(i int) error {
+	}
+	claimBurst := func(round int) []time.Duration {
+		return burst(b, clients, func(i int) error {
 			c, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("claim-%d-%03d", round, i)},
 				Spec:       v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"},
@@ -96,6 +101,12 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 			}
 			return err
 		})
+	}
+
+	var claimLat, configMapLat []time.Duration
+	for round := range rounds {
+		warm(round)
+		claims := claimBurst(round)
 		configMaps := burst(b, clients, func(i int) error {
 			_, err := core.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d-%03d", round, i)},
@@ -106,6 +117,19 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		claimLat, configMapLat = append(claimLat, claims...), append(configMapLat, configMaps...)
 		b.Logf("round %d: claim → Bound p50 %s p99 %s; ConfigMap create p50 %s p99 %s", round+1,
 			pct(claims, 50), pct(claims, 99), pct(configMaps, 50), pct(configMaps, 99))
+	}
+
+	if extra > 0 {
+		// Where a claim's time goes in our server: bursts of claims only,
+		// under the profiler.
+		for r := range extra {
+			warm(rounds + r)
+		}
+		profiled := e.profileDockerIOS(b, *benchProfile, 3*time.Second)
+		for r := range extra {
+			claimBurst(rounds + r)
+		}
+		<-profiled
 	}
 
 	cp50, cp99, mp50, mp99 := pct(claimLat, 50), pct(claimLat, 99), pct(configMapLat, 50), pct(configMapLat, 99)
