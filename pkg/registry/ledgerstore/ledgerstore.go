@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package ledgerstore serves the kinds whose writes go through DockerIOS's
-// own transactions (identities and machines) with the generic registry
+// own transactions (identities, machines and claims) with the generic registry
 // store, so that a dry run answers exactly what the real request would.
 //
 // The generic store answers dry runs itself, above its storage: it reads

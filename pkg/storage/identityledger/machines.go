@@ -86,8 +86,8 @@ func (s *machineStorage) Create(ctx context.Context, key string, obj, out runtim
 			}
 			authorized = b.pool
 		}
-		// The first attempt uses what this apiserver already knows (its
-		// view of the free list, its watch cache); after a race, etcd.
+		// The first attempt uses hints (this apiserver's view of the free
+		// list, a serializable read); after a race, linearizable reads.
 		free, err := l.pickFree(ctx, b.pool, attempt == 0)
 		if err != nil {
 			return err
