@@ -31,7 +31,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
@@ -466,4 +468,41 @@ func controllerPass(t *testing.T, e *env) {
 			t.Errorf("bind %s to %s: %v", c.Name, free[0], err)
 		}
 	}
+}
+
+// frozenWatch is a machine storage whose watch never delivers an event: a
+// view following it keeps what it listed, as a replica whose watch lags.
+type frozenWatch struct{ storage.Interface }
+
+func (frozenWatch) Watch(context.Context, string, storage.ListOptions) (watch.Interface, error) {
+	return watch.NewFake(), nil
+}
+
+// TestCreate_AStaleViewCostsARetryNeverASecondBinding has one replica bind
+// a machine while another replica's view still shows it free: the second
+// replica's transaction, conditioned on the machine's revision, fails, and
+// its claim waits instead of taking a bound machine.
+func TestCreate_AStaleViewCostsARetryNeverASecondBinding(t *testing.T) {
+	live := newEnv(t, registrytest.AllowAll)
+	lagging := live.replica(t)
+	live.readyMachine(t, "mac-1")
+	live.startView(t)
+	live.waitBindable(t, "mac-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go lagging.binder.RunMachineView(ctx, frozenWatch{lagging.machines.Machine.Store.Storage.Storage})
+	lagging.waitBindable(t, "mac-1")
+
+	first := live.claim(t, "first")
+	require.Equal(t, "mac-1", first.Status.MachineName)
+	lagging.waitBindable(t, "mac-1") // still: its watch delivers nothing
+
+	second, err := lagging.tryClaim("second")
+	require.NoError(t, err)
+	assert.Equal(t, dockerio.ClaimPending, second.Status.Phase, "the machine changed since the view saw it: the claim waits")
+	m := live.getMachine(t, "mac-1")
+	require.NotNil(t, m.Status.ClaimRef)
+	assert.Equal(t, "first", m.Status.ClaimRef.Name)
+	names, _ := lagging.binder.BindableMachines(metav1.NamespaceDefault, "warm")
+	assert.Empty(t, names, "the stale entry is dropped until the watch shows the machine again")
 }
