@@ -45,7 +45,9 @@ func (e *env) testFailureRules(t *testing.T) {
 	t.Run("PoolExhaustedThenBootdiskJobFailsAndIsRetried", e.testPoolExhaustedAndBootdiskRetry)
 	t.Run("CloneFailsHoldsTheStorageClassBack", e.testCloneFails)
 	t.Run("AgentNeverReportsFailsAfterStartTimeout", e.testStartTimeout)
+	t.Run("VMNeverScheduledFailsAfterStartTimeout", e.testUnschedulable)
 	t.Run("GuestHangsOrCrashesIsReplaced", e.testGuestFaults)
+	t.Run("HungAgentIsReplaced", e.testHungGuest)
 	t.Run("NodeLostWithGPUFailsFast", e.testNodeLostWithGPU)
 	t.Run("ControllerRestartsMidProvision", e.testControllerRestart)
 	t.Run("MachineDeletedWhileClaimed", e.testDeletedWhileClaimed)
@@ -156,6 +158,48 @@ func (e *env) testStartTimeout(t *testing.T) {
 		return ""
 	})
 	e.waitPoolCounts(t, "stall", 1, 0)
+}
+
+// startTimeout bounds the whole way from the VirtualMachine's creation to
+// Ready: a VM no node can take fails when it runs out, saying why, and gives
+// its identity back.
+func (e *env) testUnschedulable(t *testing.T) {
+	ns := e.namespace(t, "unschedulable")
+	e.fleet(t, "unsched", 1, func(c *v1alpha1.MacOSMachineClass) {
+		c.Spec.StartTimeout = &metav1.Duration{Duration: 10 * time.Second}
+	})
+	m := e.createMachine(t, ns, "mac", "unsched")
+	e.h.Unschedulable(string(m.UID), true)
+	defer e.h.Unschedulable(string(m.UID), false)
+	failed := e.waitMachine(t, ns, "mac", 90*time.Second, "Failed", phaseIs(v1alpha1.MachineFailed))
+	r := condition(failed, "Ready")
+	assert.Equal(t, "Unschedulable", r.Reason)
+	assert.Contains(t, r.Message, "startTimeout 10s")
+	assert.Contains(t, r.Message, "Insufficient devices.kubevirt.io/kvm", "the message says what the scheduler said")
+	assert.Nil(t, failed.Status.IdentityRef, "a machine that never ran gives its identity back")
+	e.waitEvent(t, ns, "MacOSMachine", "mac", "Unschedulable", "is not scheduled")
+	e.waitPoolCounts(t, "unsched", 1, 0)
+}
+
+// A Ready machine whose agent stops answering while its VM keeps running
+// (a hung guest) is not Ready after the class's agentUnresponsiveTimeout,
+// and its pool disposes of it and replaces it.
+func (e *env) testHungGuest(t *testing.T) {
+	ns := e.namespace(t, "hung")
+	e.fleet(t, "hung", 3, func(c *v1alpha1.MacOSMachineClass) {
+		c.Spec.AgentUnresponsiveTimeout = &metav1.Duration{Duration: 4 * time.Second}
+	})
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "hung", Replicas: ptr.To[int32](1)})
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+	victim := e.machines(t, ns)[0]
+	require.Equal(t, v1alpha1.MachineReady, victim.Status.Phase)
+	require.NoError(t, e.h.HangGuest(ns, victim.Status.VirtualMachineName))
+	hung := time.Now()
+	ev := e.waitEvent(t, ns, "MacOSMachine", victim.Name, "Disposed", "AgentUnresponsive")
+	assert.Contains(t, ev.Message, "agentUnresponsiveTimeout is 4s")
+	t.Logf("hung guest disposed of %s after its agent stopped answering", time.Since(hung).Round(time.Millisecond))
+	e.gone(t, ns, victim.Name, 60*time.Second)
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
 }
 
 // A Ready machine whose guest degrades, or whose VM crashes, leaves its pool

@@ -448,6 +448,48 @@ func (h *Harness) StallBoot(machineUID string, stall bool) {
 	}
 }
 
+// HangGuest plays a guest that hangs while its VM keeps running (a wedged
+// kernel, a spinning WindowServer): the agent of VMI namespace/name is
+// stopped (SIGSTOP), so connections are accepted by the kernel and never
+// answered, and the VMI stays Running with nothing else wrong. Unlike
+// PartitionAgents, only this guest is affected.
+func (h *Harness) HangGuest(namespace, name string) error {
+	g, err := h.guest(namespace, name)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !g.alive() {
+		return fmt.Errorf("harness: the agent of %s/%s is not running", namespace, name)
+	}
+	if err := syscall.Kill(-g.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	g.frozen = true
+	return nil
+}
+
+// Unschedulable makes the VMIs of the machine with UID machineUID find no
+// node while set: they stay Scheduling with PodScheduled=False reason
+// Unschedulable, as on a cluster where no node offers what the VM asks
+// for (no KVM, no free GPU).
+func (h *Harness) Unschedulable(machineUID string, on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if on {
+		h.unschedulable[machineUID] = true
+	} else {
+		delete(h.unschedulable, machineUID)
+	}
+}
+
+func (h *Harness) isUnschedulable(machineUID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.unschedulable[machineUID]
+}
+
 // DegradeGuest removes the image's setup-done marker from the guest of VMI
 // namespace/name, so its real agent's check fails and, once the machine
 // has been Ready, it reports Degraded (reason CheckFailed), as a guest

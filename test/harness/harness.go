@@ -209,6 +209,7 @@ type Harness struct {
 	// failingClasses: StorageClass ("" = none named) → clones fail.
 	failingClasses map[string]bool
 	stalled        map[string]bool // machine UID → boots hang
+	unschedulable  map[string]bool // machine UID → its VMIs find no node
 	partitioned    bool
 	lostNodes      map[string]time.Time
 	nextNode       int
@@ -253,6 +254,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		clones:         map[types.UID]*cloneRun{},
 		failingClasses: map[string]bool{},
 		stalled:        map[string]bool{},
+		unschedulable:  map[string]bool{},
 		lostNodes:      map[string]time.Time{},
 		guests:         map[string]*guest{},
 		ips:            map[string]bool{},

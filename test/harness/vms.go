@@ -337,6 +337,20 @@ func (h *Harness) syncVMI(ctx context.Context, namespace, name string) error {
 			return true
 		})
 	case kubevirtv1.Scheduling:
+		if h.isUnschedulable(vmi.Labels[machineUIDLabel]) {
+			h.after(k, time.Second)
+			return h.mutateVMI(ctx, namespace, name, vmi.UID, func(v *kubevirtv1.VirtualMachineInstance) bool {
+				for _, c := range v.Status.Conditions {
+					if string(c.Type) == string(corev1.PodScheduled) && c.Reason == corev1.PodReasonUnschedulable {
+						return false
+					}
+				}
+				setVMICondition(&v.Status, kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled),
+					Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+					Message: fmt.Sprintf("0/%d nodes are available: %d Insufficient devices.kubevirt.io/kvm.", len(h.cfg.Nodes), len(h.cfg.Nodes))})
+				return true
+			})
+		}
 		node := h.pickNode()
 		if node == "" {
 			h.after(k, time.Second)

@@ -78,11 +78,22 @@ type MacOSMachineClassSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	HostDevices []HostDeviceSpec `json:"hostDevices,omitempty"`
-	// startTimeout bounds the time from the virtual machine starting to the
-	// guest agent reporting Ready. A machine that exceeds it fails and gives
-	// back what it holds. Defaults to 20m.
+	// startTimeout bounds the time from the virtual machine's creation to
+	// the guest agent reporting Ready, whatever holds the machine up on the
+	// way: a VirtualMachineInstance that is not scheduled, that fails or
+	// crash-loops, or a guest that never reports. A machine that exceeds it
+	// fails, says what it saw, and gives back what it holds. Defaults to 20m.
 	// +optional
 	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
+	// agentUnresponsiveTimeout bounds how long a machine that was Ready may
+	// have a guest agent that does not answer, or answers with a status its
+	// poll loop stopped updating, while its VirtualMachineInstance runs:
+	// past it the machine is not Ready (reason AgentUnresponsive), and an
+	// unbound one is disposed of and replaced like a crashed guest. It does
+	// not apply while many agents are unreachable at once (a fault of the
+	// agent network, not of the guests). Defaults to 3m.
+	// +optional
+	AgentUnresponsiveTimeout *metav1.Duration `json:"agentUnresponsiveTimeout,omitempty"`
 	// preserveDiskOnFailure keeps the system disk of a failed machine for
 	// inspection instead of deleting it with the machine.
 	// +optional
@@ -616,6 +627,16 @@ type AgentReport struct {
 	// message is the agent's explanation of its stage, such as a failing check.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// observedTime is when the agent computed the status it last answered
+	// with, by the guest's clock.
+	// +optional
+	ObservedTime *metav1.Time `json:"observedTime,omitempty"`
+	// lastProgressTime is when the controller last saw the agent's status
+	// move on (a new observedTime), by the controller's clock: an agent
+	// that keeps answering with a status its poll loop stopped updating is
+	// as hung as one that does not answer.
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

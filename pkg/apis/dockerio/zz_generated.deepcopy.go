@@ -59,6 +59,14 @@ func (in *AgentReport) DeepCopyInto(out *AgentReport) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.ObservedTime != nil {
+		in, out := &in.ObservedTime, &out.ObservedTime
+		*out = (*in).DeepCopy()
+	}
+	if in.LastProgressTime != nil {
+		in, out := &in.LastProgressTime, &out.LastProgressTime
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 
@@ -772,6 +780,11 @@ func (in *MacOSMachineClassSpec) DeepCopyInto(out *MacOSMachineClassSpec) {
 	}
 	if in.StartTimeout != nil {
 		in, out := &in.StartTimeout, &out.StartTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.AgentUnresponsiveTimeout != nil {
+		in, out := &in.AgentUnresponsiveTimeout, &out.AgentUnresponsiveTimeout
 		*out = new(v1.Duration)
 		**out = **in
 	}

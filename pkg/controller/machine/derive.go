@@ -57,10 +57,20 @@ const (
 	ReasonNoAddress        = "NoAddress"
 	ReasonNotStarted       = "NotStarted"
 	ReasonStartTimeout     = "StartTimeout"
-	ReasonClassMissing     = "ClassNotFound"
-	ReasonImageMissing     = "ImageNotFound"
-	ReasonMachineReady     = "Ready"
-	ReasonNotReady         = "NotReady"
+	// ReasonUnschedulable, ReasonVMIFailed and ReasonCrashLoop fail a
+	// machine whose startTimeout ran out before its VM ever ran, naming
+	// what held it up.
+	ReasonUnschedulable = "Unschedulable"
+	ReasonVMIFailed     = "VirtualMachineInstanceFailed"
+	ReasonCrashLoop     = "CrashLoop"
+	// ReasonAgentUnresponsive marks a machine that was Ready whose agent
+	// stopped answering, or stopped moving on, for the class's
+	// agentUnresponsiveTimeout while its VM runs: a hung guest.
+	ReasonAgentUnresponsive = "AgentUnresponsive"
+	ReasonClassMissing      = "ClassNotFound"
+	ReasonImageMissing      = "ImageNotFound"
+	ReasonMachineReady      = "Ready"
+	ReasonNotReady          = "NotReady"
 	// ReasonNoLongerReady marks a machine that was Ready once: such a
 	// machine is not subject to startTimeout any more; the pool replaces
 	// it instead (failure rule "guest panics or hangs").
@@ -237,7 +247,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	default:
 		a := o.Agent
 		set(v1alpha1.MachineAgentReachable, metav1.ConditionTrue, ReasonAgentAnswered, "the agent proved it holds this machine's token")
-		st.Agent = agentReport(a, now)
+		st.Agent = agentReport(a, m.Status.Agent, now)
 		if a.Stage == api.StageReady {
 			set(v1alpha1.MachineGuestReady, metav1.ConditionTrue, string(a.Stage), "the guest agent reports Ready")
 		} else {
@@ -248,10 +258,14 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineGuestReady, metav1.ConditionUnknown, ReasonNotStarted, "the guest agent has not answered yet")
 	}
 
-	ready := disksReady && running &&
+	everReady := WasReady(m)
+	hung := ""
+	if running && everReady && !o.NetworkFault && o.Class != nil {
+		hung = unresponsive(st, agentUnresponsiveTimeout(o.Class), now)
+	}
+	ready := disksReady && running && hung == "" &&
 		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineAgentReachable) &&
 		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineGuestReady)
-	everReady := WasReady(m)
 
 	if running && o.NodeNotReady != "" && o.Class != nil && len(o.Class.Spec.HostDevices) > 0 && d.Fail == nil {
 		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNodeLost,
@@ -259,23 +273,27 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 				o.VMI.Status.NodeName, o.NodeNotReady)}
 	}
 
-	// startTimeout: from the VMI's own Running time, so a restart of the
-	// controller does not restart the clock.
-	if running && !ready && !everReady && o.Class != nil && d.Fail == nil && !(o.NetworkFault && o.AgentErr != nil) {
+	// startTimeout: from the VirtualMachine's creation (once both disks
+	// are ready), by KubeVirt's own record of it, so a restart of the
+	// controller does not restart the clock; a VMI that is never
+	// scheduled, fails or crash-loops counts as much as a silent guest.
+	if o.VM != nil && !ready && !everReady && o.Class != nil && d.Fail == nil && !(running && o.NetworkFault && o.AgentErr != nil) {
 		timeout := v1alpha1.DefaultStartTimeout
 		if o.Class.Spec.StartTimeout != nil {
 			timeout = o.Class.Spec.StartTimeout.Duration
 		}
-		if now.Sub(runningSince) > timeout {
-			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonStartTimeout,
-				Message: fmt.Sprintf("the guest agent did not report Ready within the class's startTimeout %s of the virtual machine running (%s)",
-					timeout, lastWord(st.Conditions))}
+		if now.Sub(o.VM.CreationTimestamp.Time) > timeout {
+			reason, seen := startBlocker(o, runningSince, running, st.Conditions)
+			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: reason,
+				Message: fmt.Sprintf("the machine was not Ready within the class's startTimeout %s of its VirtualMachine's creation: %s", timeout, seen)}
 		}
 	}
 
 	switch {
 	case ready:
 		set(v1alpha1.MachineConditionReady, metav1.ConditionTrue, ReasonMachineReady, "the guest agent reports Ready")
+	case hung != "":
+		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, ReasonAgentUnresponsive, hung)
 	case everReady:
 		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, ReasonNoLongerReady, "the machine was Ready and is not any more: "+lastWord(st.Conditions))
 	default:
@@ -307,7 +325,98 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 // WasReady says whether the machine has been Ready at some point.
 func WasReady(m *v1alpha1.MacOSMachine) bool {
 	c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineConditionReady)
-	return c != nil && (c.Status == metav1.ConditionTrue || c.Reason == ReasonNoLongerReady)
+	return c != nil && (c.Status == metav1.ConditionTrue || c.Reason == ReasonNoLongerReady || c.Reason == ReasonAgentUnresponsive)
+}
+
+// Hung says whether the machine was found with a hung guest: Ready once,
+// its agent silent (or stuck) past the class's agentUnresponsiveTimeout.
+func Hung(m *v1alpha1.MacOSMachine) bool {
+	c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineConditionReady)
+	return c != nil && c.Reason == ReasonAgentUnresponsive
+}
+
+func agentUnresponsiveTimeout(c *v1alpha1.MacOSMachineClass) time.Duration {
+	if t := c.Spec.AgentUnresponsiveTimeout; t != nil && t.Duration > 0 {
+		return t.Duration
+	}
+	return v1alpha1.DefaultAgentUnresponsiveTimeout
+}
+
+// unresponsive says how the running guest's agent has been unresponsive
+// for longer than timeout — not answering since AgentReachable turned
+// False, or answering with a status that has not moved on since
+// lastProgressTime — or "".
+func unresponsive(st v1alpha1.MacOSMachineStatus, timeout time.Duration, now time.Time) string {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.MachineAgentReachable); c != nil && c.Status != metav1.ConditionTrue {
+		if since := c.LastTransitionTime.Time; now.Sub(since) > timeout {
+			return fmt.Sprintf("the guest agent has not answered for %s (since %s; the class's agentUnresponsiveTimeout is %s): %s",
+				now.Sub(since).Round(time.Second), since.UTC().Format(time.RFC3339), timeout, c.Message)
+		}
+		return ""
+	}
+	if a := st.Agent; a != nil && a.LastProgressTime != nil {
+		if since := a.LastProgressTime.Time; now.Sub(since) > timeout {
+			return fmt.Sprintf("the guest agent answers, but its status has not moved on for %s (observed %s by the guest's clock; the class's agentUnresponsiveTimeout is %s): its poll loop is stuck",
+				now.Sub(since).Round(time.Second), a.ObservedTime.UTC().Format(time.RFC3339), timeout)
+		}
+	}
+	return ""
+}
+
+// hungDeadline is when a machine whose agent is silent (or stuck) now will
+// have been so for its class's agentUnresponsiveTimeout.
+func hungDeadline(st *v1alpha1.MacOSMachineStatus, class *v1alpha1.MacOSMachineClass) (time.Time, bool) {
+	if class == nil {
+		return time.Time{}, false
+	}
+	timeout := agentUnresponsiveTimeout(class)
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.MachineAgentReachable); c != nil && c.Status != metav1.ConditionTrue {
+		return c.LastTransitionTime.Add(timeout), true
+	}
+	if a := st.Agent; a != nil && a.LastProgressTime != nil {
+		return a.LastProgressTime.Add(timeout), true
+	}
+	return time.Time{}, false
+}
+
+// startBlocker names what kept a machine from Ready until its startTimeout
+// ran out: the reason to fail it with, and what was seen.
+func startBlocker(o *Observed, runningSince time.Time, running bool, conds []metav1.Condition) (reason, seen string) {
+	switch {
+	case running:
+		return ReasonStartTimeout, fmt.Sprintf("the virtual machine runs since %s and the guest agent did not report Ready (%s)",
+			runningSince.UTC().Format(time.RFC3339), lastWord(conds))
+	case o.VM != nil && o.VM.Status.PrintableStatus == kubevirtv1.VirtualMachineStatusCrashLoopBackOff:
+		msg := "KubeVirt reports the VirtualMachine in CrashLoopBackOff"
+		if o.VMI != nil && o.VMI.Status.Phase == kubevirtv1.Failed {
+			msg += ": " + vmiFailure(o.VMI)
+		}
+		return ReasonCrashLoop, msg
+	case o.VMI != nil && o.VMI.Status.Phase == kubevirtv1.Failed:
+		return ReasonVMIFailed, "VirtualMachineInstance " + o.VMI.Name + " failed: " + vmiFailure(o.VMI)
+	case o.VMI != nil:
+		for _, c := range o.VMI.Status.Conditions {
+			if string(c.Type) == string(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
+				return ReasonUnschedulable, fmt.Sprintf("VirtualMachineInstance %s is not scheduled: %s: %s", o.VMI.Name, c.Reason, c.Message)
+			}
+		}
+		return ReasonStartTimeout, fmt.Sprintf("VirtualMachineInstance %s is still %s", o.VMI.Name, phaseOr(string(o.VMI.Status.Phase), "pending"))
+	default:
+		return ReasonStartTimeout, "KubeVirt made no VirtualMachineInstance (VirtualMachine " + phaseOr(string(o.VM.Status.PrintableStatus), "with no status") + ")"
+	}
+}
+
+// vmiFailure is what a failed VMI says of its failure.
+func vmiFailure(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstanceReady && c.Status == corev1.ConditionFalse && (c.Reason != "" || c.Message != "") {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	if vmi.Status.Reason != "" {
+		return vmi.Status.Reason
+	}
+	return "no reason given"
 }
 
 // lastWord is the message of the first condition on the way to Ready
@@ -335,8 +444,14 @@ func agentReason(err error) string {
 	}
 }
 
-func agentReport(a *api.Status, now time.Time) *v1alpha1.AgentReport {
-	r := &v1alpha1.AgentReport{Stage: v1alpha1.AgentStage(a.Stage), LastSeenTime: &metav1.Time{Time: now}, Version: a.AgentVersion}
+func agentReport(a *api.Status, prev *v1alpha1.AgentReport, now time.Time) *v1alpha1.AgentReport {
+	r := &v1alpha1.AgentReport{Stage: v1alpha1.AgentStage(a.Stage), LastSeenTime: &metav1.Time{Time: now}, Version: a.AgentVersion,
+		ObservedTime: &metav1.Time{Time: a.ObservedAt}, LastProgressTime: &metav1.Time{Time: now}}
+	// Stored times keep whole seconds: compare those.
+	if prev != nil && prev.ObservedTime != nil && prev.LastProgressTime != nil && prev.ObservedTime.Unix() == a.ObservedAt.Unix() {
+		// The same status as last time: its poll loop has not moved on.
+		r.LastProgressTime = prev.LastProgressTime
+	}
 	if a.Disk.TotalBytes > 0 {
 		total, free := int64(a.Disk.TotalBytes), int64(a.Disk.FreeBytes)
 		r.DiskTotalBytes, r.DiskFreeBytes = &total, &free

@@ -83,6 +83,46 @@ func vmi(phase kubevirtv1.VirtualMachineInstancePhase, since time.Time) *kubevir
 	return v
 }
 
+// vm is the machine's VirtualMachine, created at created.
+func vm(created time.Time, printable kubevirtv1.VirtualMachinePrintableStatus) *kubevirtv1.VirtualMachine {
+	v := &kubevirtv1.VirtualMachine{}
+	v.Name = "mac-0"
+	v.CreationTimestamp = metav1.NewTime(created)
+	v.Status.PrintableStatus = printable
+	return v
+}
+
+func unschedulable(v *kubevirtv1.VirtualMachineInstance) *kubevirtv1.VirtualMachineInstance {
+	v.Status.NodeName = ""
+	v.Status.Conditions = append(v.Status.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+		Type: kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled), Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient devices.kubevirt.io/kvm."})
+	return v
+}
+
+func failedVMI(v *kubevirtv1.VirtualMachineInstance) *kubevirtv1.VirtualMachineInstance {
+	v.Status.Conditions = append(v.Status.Conditions, kubevirtv1.VirtualMachineInstanceCondition{
+		Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionFalse,
+		Reason: "GuestNotRunning", Message: "unsupported configuration: isa-applesmc device"})
+	return v
+}
+
+// wasReady marks the machine Ready once, its agent answering as of
+// agentSince (AgentReachable's transition) and last moving on at progress.
+func wasReady(agentReachable metav1.ConditionStatus, agentSince, progress time.Time) func(*v1alpha1.MacOSMachine) {
+	return func(m *v1alpha1.MacOSMachine) {
+		m.Status.Conditions = []metav1.Condition{
+			{Type: "Ready", Status: "True", Reason: "Ready", Message: "the guest agent reports Ready"},
+			{Type: "GuestReady", Status: "True", Reason: "Ready", Message: "the guest agent reports Ready"},
+			{Type: "AgentReachable", Status: agentReachable, Reason: "Unreachable", Message: "dial tcp: i/o timeout", LastTransitionTime: metav1.NewTime(agentSince)},
+		}
+		m.Status.Agent = &v1alpha1.AgentReport{Stage: "Ready", ObservedTime: &metav1.Time{Time: stuckAt}, LastProgressTime: &metav1.Time{Time: progress}}
+	}
+}
+
+// stuckAt is when a stuck agent last computed its status.
+var stuckAt = t0.Add(-time.Hour)
+
 func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 	ready := &api.Status{Stage: api.StageReady, AgentVersion: "v1", Disk: api.Disk{TotalBytes: 100, FreeBytes: 40}}
 	booting := &api.Status{Stage: api.StageBooted, Reasons: []api.Reason{{Type: "SessionDown", Message: "no console user"}}}
@@ -113,40 +153,75 @@ func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 			OSKSecretMissing: "Secret ci/dockerios-osk with Apple's SMC key does not exist"}, t0,
 			v1alpha1.MachineStarting, "VirtualMachineRunning=False/OSKSecretMissing", ""},
 		{"disks ready, VMI scheduling", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VMI: vmi(kubevirtv1.Scheduling, t0)}, t0, v1alpha1.MachineStarting, "VirtualMachineRunning=False/Starting", ""},
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusStarting), VMI: vmi(kubevirtv1.Scheduling, t0)}, t0, v1alpha1.MachineStarting, "VirtualMachineRunning=False/Starting", ""},
 		{"running, agent booting", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: booting}, t0.Add(time.Minute),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: booting}, t0.Add(time.Minute),
 			v1alpha1.MachineStarting, "GuestReady=False/Booted", ""},
 		{"ready", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: ready}, t0.Add(time.Minute),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: ready}, t0.Add(time.Minute),
 			v1alpha1.MachineReady, "Ready=True/Ready", ""},
 		{"agent silent past startTimeout fails", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: fmt.Errorf("%w: dial tcp: refused", client.ErrUnreachable)}, t0.Add(11 * time.Minute),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: fmt.Errorf("%w: dial tcp: refused", client.ErrUnreachable)}, t0.Add(11 * time.Minute),
 			v1alpha1.MachineFailed, "AgentReachable=False/Unreachable", "StartTimeout"},
 		{"node lost with a GPU fails fast", nil, Observed{Class: func() *v1alpha1.MacOSMachineClass {
 			c := testClass()
 			c.Spec.HostDevices = []v1alpha1.HostDeviceSpec{{Name: "gpu", DeviceName: "nvidia.com/P40", GPU: true}}
 			return c
-		}(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true,
+		}(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true,
 			AgentErr: client.ErrUnreachable, NodeNotReady: "Ready=Unknown NodeStatusUnknown: kubelet stopped posting"}, t0.Add(time.Minute),
 			v1alpha1.MachineFailed, "Ready=False/NodeLost", "NodeLost"},
 		{"node lost without passed-through devices waits for KubeVirt", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable, NodeNotReady: "Ready=Unknown"}, t0.Add(time.Minute),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable, NodeNotReady: "Ready=Unknown"}, t0.Add(time.Minute),
 			v1alpha1.MachineStarting, "AgentReachable=False/Unreachable", ""},
 		{"agent silent past startTimeout during a network fault waits", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable, NetworkFault: true}, t0.Add(11 * time.Minute),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable, NetworkFault: true}, t0.Add(11 * time.Minute),
 			v1alpha1.MachineStarting, "AgentReachable=False/Unreachable", ""},
 		{"agent silent within startTimeout waits", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable}, t0.Add(9 * time.Minute),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable}, t0.Add(9 * time.Minute),
 			v1alpha1.MachineStarting, "AgentReachable=False/Unreachable", ""},
+		{"VMI never scheduled past startTimeout fails naming it", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusUnschedulable), VMI: unschedulable(vmi(kubevirtv1.Scheduling, t0))}, t0.Add(11 * time.Minute),
+			v1alpha1.MachineFailed, "Ready=False/Unschedulable", "Unschedulable"},
+		{"VMI not scheduled within startTimeout waits", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusUnschedulable), VMI: unschedulable(vmi(kubevirtv1.Scheduling, t0))}, t0.Add(9 * time.Minute),
+			v1alpha1.MachineStarting, "VirtualMachineRunning=False/Starting", ""},
+		{"VMI crash-looping past startTimeout fails naming it", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusCrashLoopBackOff), VMI: failedVMI(vmi(kubevirtv1.Failed, t0))}, t0.Add(11 * time.Minute),
+			v1alpha1.MachineFailed, "Ready=False/CrashLoop", "CrashLoop"},
+		{"VMI failed past startTimeout fails naming it", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusStopped), VMI: failedVMI(vmi(kubevirtv1.Failed, t0))}, t0.Add(11 * time.Minute),
+			v1alpha1.MachineFailed, "Ready=False/VirtualMachineInstanceFailed", "VirtualMachineInstanceFailed"},
+		{"no VMI past startTimeout fails", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusStopped)}, t0.Add(11 * time.Minute),
+			v1alpha1.MachineFailed, "Ready=False/StartTimeout", "StartTimeout"},
+		{"hung guest: agent silent past agentUnresponsiveTimeout", wasReady(metav1.ConditionFalse, t0, t0), Observed{Class: testClass(),
+			Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0), VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning),
+			AgentAsked: true, AgentErr: client.ErrUnreachable}, t0.Add(4 * time.Minute),
+			v1alpha1.MachineReady, "Ready=False/AgentUnresponsive", ""},
+		{"agent silent within agentUnresponsiveTimeout", wasReady(metav1.ConditionFalse, t0, t0), Observed{Class: testClass(),
+			Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0), VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning),
+			AgentAsked: true, AgentErr: client.ErrUnreachable}, t0.Add(2 * time.Minute),
+			v1alpha1.MachineReady, "Ready=False/NoLongerReady", ""},
+		{"agent silent past agentUnresponsiveTimeout during a network fault", wasReady(metav1.ConditionFalse, t0, t0), Observed{Class: testClass(),
+			Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0), VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning),
+			AgentAsked: true, AgentErr: client.ErrUnreachable, NetworkFault: true}, t0.Add(time.Hour),
+			v1alpha1.MachineReady, "Ready=False/NoLongerReady", ""},
+		{"hung guest: agent answers a status that stopped moving on", wasReady(metav1.ConditionTrue, t0, t0), Observed{Class: testClass(),
+			Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0), VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning),
+			AgentAsked: true, Agent: &api.Status{Stage: api.StageReady, ObservedAt: stuckAt}}, t0.Add(4 * time.Minute),
+			v1alpha1.MachineReady, "Ready=False/AgentUnresponsive", ""},
+		{"agent answers a status that moves on", wasReady(metav1.ConditionTrue, t0, t0), Observed{Class: testClass(),
+			Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0), VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning),
+			AgentAsked: true, Agent: &api.Status{Stage: api.StageReady, ObservedAt: t0.Add(4 * time.Minute)}}, t0.Add(4 * time.Minute),
+			v1alpha1.MachineReady, "Ready=True/Ready", ""},
 		{"impostor on the address", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrWrongMachine}, t0.Add(time.Minute),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrWrongMachine}, t0.Add(time.Minute),
 			v1alpha1.MachineStarting, "AgentReachable=False/WrongMachine", ""},
 		{"was ready, agent unreachable: not failed, not guest's fault", func(m *v1alpha1.MacOSMachine) {
 			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: "Ready", Status: "True", Reason: "Ready"})
 			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: "GuestReady", Status: "True", Reason: "Ready", Message: "the guest agent reports Ready"})
 		}, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable}, t0.Add(time.Hour),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable}, t0.Add(time.Hour),
 			v1alpha1.MachineReady, "GuestReady=True/Ready", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,7 +258,7 @@ func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 }
 
 func TestDerive_ReadyMachineReportsTheAgent(t *testing.T) {
-	o := Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0),
+	o := Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0),
 		AgentAsked: true, Agent: &api.Status{Stage: api.StageReady, AgentVersion: "v1.2", Disk: api.Disk{TotalBytes: 100, FreeBytes: 40}}}
 	d := Derive(testMachine(), &o, t0.Add(time.Minute))
 	assert.Equal(t, []v1alpha1.MachineAddress{{Type: v1alpha1.MachineAddressPod, Address: "10.0.0.7"}}, d.Status.Addresses)
@@ -210,6 +285,9 @@ func TestStatusChanged_IgnoresFreshLastSeenAlone(t *testing.T) {
 	old := v1alpha1.MacOSMachineStatus{Phase: v1alpha1.MachineReady, Agent: &v1alpha1.AgentReport{Stage: "Ready", LastSeenTime: &seen}}
 	later := *old.DeepCopy()
 	later.Agent.LastSeenTime = &metav1.Time{Time: t0.Add(30 * time.Second)}
+	// The agent's status moved on: its times change with every poll.
+	later.Agent.ObservedTime = &metav1.Time{Time: t0.Add(29 * time.Second)}
+	later.Agent.LastProgressTime = &metav1.Time{Time: t0.Add(30 * time.Second)}
 	assert.False(t, statusChanged(&old, &later, t0.Add(30*time.Second)))
 	assert.True(t, statusChanged(&old, &later, t0.Add(3*time.Minute)), "refreshed once it is old")
 	later.Agent.Stage = "Degraded"

@@ -203,9 +203,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 		// events bring the machine back.
 		if since, ok := VMIRunningSince(o.VMI); ok {
 			requeue = minPositive(requeue, min(max(r.now().Sub(since)/4, pollStartingMin), pollStartingMax))
+		} else if o.VM != nil && o.Class != nil {
+			// A VM that does not run (not scheduled, failing) may bring no
+			// event when its startTimeout runs out: look then.
+			timeout := v1alpha1.DefaultStartTimeout
+			if o.Class.Spec.StartTimeout != nil {
+				timeout = o.Class.Spec.StartTimeout.Duration
+			}
+			requeue = minPositive(requeue, time.Until(o.VM.CreationTimestamp.Add(timeout))+time.Second)
 		}
 	case v1alpha1.MachineReady:
 		requeue = minPositive(requeue, pollReady)
+		if at, ok := hungDeadline(&d.Status, o.Class); ok {
+			// A silent agent brings no event when its machine's
+			// agentUnresponsiveTimeout runs out: look then.
+			requeue = minPositive(requeue, time.Until(at)+time.Second)
+		}
 	}
 	return Result{RequeueAfter: requeue}, nil
 }
@@ -556,8 +569,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, 
 	return nil
 }
 
-// statusChanged ignores the agent's lastSeenTime alone until it is
-// agentSeenRefresh old, so Ready machines are not rewritten on every poll.
+// statusChanged ignores the agent's lastSeenTime, observedTime and
+// lastProgressTime alone until they are agentSeenRefresh old, so Ready
+// machines are not rewritten on every poll. (A stuck agent is still found:
+// the first rewrite after it stuck stores the status it repeats, and its
+// lastProgressTime stops there.)
 func statusChanged(old, new *v1alpha1.MacOSMachineStatus, now time.Time) bool {
 	if apiequality.Semantic.DeepEqual(old, new) {
 		return false
@@ -566,7 +582,7 @@ func statusChanged(old, new *v1alpha1.MacOSMachineStatus, now time.Time) bool {
 		return true
 	}
 	a := old.DeepCopy()
-	a.Agent.LastSeenTime = new.Agent.LastSeenTime
+	a.Agent.LastSeenTime, a.Agent.ObservedTime, a.Agent.LastProgressTime = new.Agent.LastSeenTime, new.Agent.ObservedTime, new.Agent.LastProgressTime
 	if !apiequality.Semantic.DeepEqual(a, new) {
 		return true
 	}

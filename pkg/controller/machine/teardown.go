@@ -165,10 +165,11 @@ func (r *Reconciler) removeOwned(ctx context.Context, m *v1alpha1.MacOSMachine, 
 }
 
 // BrokenGuest says whether the machine failed, or was Ready and lost its
-// guest (the VM stopped, or the agent said the guest is not Ready): the
-// machines whose disks a class's preserveDiskOnFailure keeps.
+// guest (the VM stopped, the agent said the guest is not Ready, or the
+// agent hung past the class's agentUnresponsiveTimeout): the machines
+// whose disks a class's preserveDiskOnFailure keeps.
 func BrokenGuest(m *v1alpha1.MacOSMachine) bool {
-	if m.Status.Phase == v1alpha1.MachineFailed {
+	if m.Status.Phase == v1alpha1.MachineFailed || Hung(m) {
 		return true
 	}
 	if !WasReady(m) {

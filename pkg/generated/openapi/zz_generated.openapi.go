@@ -236,6 +236,18 @@ func schema_pkg_apis_dockerio_v1alpha1_AgentReport(ref common.ReferenceCallback)
 							Format:      "",
 						},
 					},
+					"observedTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "observedTime is when the agent computed the status it last answered with, by the guest's clock.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"lastProgressTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastProgressTime is when the controller last saw the agent's status move on (a new observedTime), by the controller's clock: an agent that keeps answering with a status its poll loop stopped updating is as hung as one that does not answer.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
@@ -1575,7 +1587,13 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSMachineClassSpec(ref common.Referenc
 					},
 					"startTimeout": {
 						SchemaProps: spec.SchemaProps{
-							Description: "startTimeout bounds the time from the virtual machine starting to the guest agent reporting Ready. A machine that exceeds it fails and gives back what it holds. Defaults to 20m.",
+							Description: "startTimeout bounds the time from the virtual machine's creation to the guest agent reporting Ready, whatever holds the machine up on the way: a VirtualMachineInstance that is not scheduled, that fails or crash-loops, or a guest that never reports. A machine that exceeds it fails, says what it saw, and gives back what it holds. Defaults to 20m.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"agentUnresponsiveTimeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "agentUnresponsiveTimeout bounds how long a machine that was Ready may have a guest agent that does not answer, or answers with a status its poll loop stopped updating, while its VirtualMachineInstance runs: past it the machine is not Ready (reason AgentUnresponsive), and an unbound one is disposed of and replaced like a crashed guest. It does not apply while many agents are unreachable at once (a fault of the agent network, not of the guests). Defaults to 3m.",
 							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
 						},
 					},

@@ -35,10 +35,13 @@ const (
 	DefaultDisplayHeight = 1080
 	DefaultAgentPort     = 8443
 	DefaultStartTimeout  = 20 * time.Minute
-	DefaultPoolReplicas  = 1
-	DefaultMemory        = "8Gi"
-	DefaultSystemDiskBus = DiskBusNVMe
-	DefaultFeaturePolicy = CPUFeaturePolicyRequire
+	// DefaultAgentUnresponsiveTimeout is a few of the controller's agent
+	// polls, long enough that a busy guest is not replaced on a blip.
+	DefaultAgentUnresponsiveTimeout = 3 * time.Minute
+	DefaultPoolReplicas             = 1
+	DefaultMemory                   = "8Gi"
+	DefaultSystemDiskBus            = DiskBusNVMe
+	DefaultFeaturePolicy            = CPUFeaturePolicyRequire
 )
 
 func addDefaultingFuncs(scheme *runtime.Scheme) error {
@@ -78,6 +81,9 @@ func SetDefaults_MacOSMachineClassSpec(obj *MacOSMachineClassSpec) {
 	}
 	if obj.StartTimeout == nil {
 		obj.StartTimeout = &metav1.Duration{Duration: DefaultStartTimeout}
+	}
+	if obj.AgentUnresponsiveTimeout == nil {
+		obj.AgentUnresponsiveTimeout = &metav1.Duration{Duration: DefaultAgentUnresponsiveTimeout}
 	}
 }
 

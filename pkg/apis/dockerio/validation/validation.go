@@ -199,6 +199,11 @@ func validateMachineClassSpec(s *dockerio.MacOSMachineClassSpec, fld *field.Path
 	} else if d := s.StartTimeout.Duration; d <= 0 || d > maxStartTimeout {
 		allErrs = append(allErrs, field.Invalid(fld.Child("startTimeout"), s.StartTimeout.Duration.String(), fmt.Sprintf("must be more than 0 and at most %s", maxStartTimeout)))
 	}
+	if s.AgentUnresponsiveTimeout != nil {
+		if d := s.AgentUnresponsiveTimeout.Duration; d <= 0 || d > maxStartTimeout {
+			allErrs = append(allErrs, field.Invalid(fld.Child("agentUnresponsiveTimeout"), d.String(), fmt.Sprintf("must be more than 0 and at most %s", maxStartTimeout)))
+		}
+	}
 
 	allErrs = append(allErrs, validateImageRef(s.BootdiskBuilderImage, fld.Child("bootdiskBuilderImage"))...)
 	return allErrs

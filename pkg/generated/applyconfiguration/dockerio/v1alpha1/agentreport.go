@@ -40,6 +40,14 @@ type AgentReportApplyConfiguration struct {
 	DiskFreeBytes *int64 `json:"diskFreeBytes,omitempty"`
 	// message is the agent's explanation of its stage, such as a failing check.
 	Message *string `json:"message,omitempty"`
+	// observedTime is when the agent computed the status it last answered
+	// with, by the guest's clock.
+	ObservedTime *v1.Time `json:"observedTime,omitempty"`
+	// lastProgressTime is when the controller last saw the agent's status
+	// move on (a new observedTime), by the controller's clock: an agent
+	// that keeps answering with a status its poll loop stopped updating is
+	// as hung as one that does not answer.
+	LastProgressTime *v1.Time `json:"lastProgressTime,omitempty"`
 }
 
 // AgentReportApplyConfiguration constructs a declarative configuration of the AgentReport type for use with
@@ -93,5 +101,21 @@ func (b *AgentReportApplyConfiguration) WithDiskFreeBytes(value int64) *AgentRep
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *AgentReportApplyConfiguration) WithMessage(value string) *AgentReportApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithObservedTime sets the ObservedTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ObservedTime field is set to the value of the last call.
+func (b *AgentReportApplyConfiguration) WithObservedTime(value v1.Time) *AgentReportApplyConfiguration {
+	b.ObservedTime = &value
+	return b
+}
+
+// WithLastProgressTime sets the LastProgressTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastProgressTime field is set to the value of the last call.
+func (b *AgentReportApplyConfiguration) WithLastProgressTime(value v1.Time) *AgentReportApplyConfiguration {
+	b.LastProgressTime = &value
 	return b
 }

@@ -54,10 +54,20 @@ type MacOSMachineClassSpecApplyConfiguration struct {
 	// provisioned by a device plugin. A machine with host devices cannot be
 	// live-migrated: when its node is lost, the machine is failed and replaced.
 	HostDevices []HostDeviceSpecApplyConfiguration `json:"hostDevices,omitempty"`
-	// startTimeout bounds the time from the virtual machine starting to the
-	// guest agent reporting Ready. A machine that exceeds it fails and gives
-	// back what it holds. Defaults to 20m.
+	// startTimeout bounds the time from the virtual machine's creation to
+	// the guest agent reporting Ready, whatever holds the machine up on the
+	// way: a VirtualMachineInstance that is not scheduled, that fails or
+	// crash-loops, or a guest that never reports. A machine that exceeds it
+	// fails, says what it saw, and gives back what it holds. Defaults to 20m.
 	StartTimeout *v1.Duration `json:"startTimeout,omitempty"`
+	// agentUnresponsiveTimeout bounds how long a machine that was Ready may
+	// have a guest agent that does not answer, or answers with a status its
+	// poll loop stopped updating, while its VirtualMachineInstance runs:
+	// past it the machine is not Ready (reason AgentUnresponsive), and an
+	// unbound one is disposed of and replaced like a crashed guest. It does
+	// not apply while many agents are unreachable at once (a fault of the
+	// agent network, not of the guests). Defaults to 3m.
+	AgentUnresponsiveTimeout *v1.Duration `json:"agentUnresponsiveTimeout,omitempty"`
 	// preserveDiskOnFailure keeps the system disk of a failed machine for
 	// inspection instead of deleting it with the machine.
 	PreserveDiskOnFailure *bool `json:"preserveDiskOnFailure,omitempty"`
@@ -154,6 +164,14 @@ func (b *MacOSMachineClassSpecApplyConfiguration) WithHostDevices(values ...*Hos
 // If called multiple times, the StartTimeout field is set to the value of the last call.
 func (b *MacOSMachineClassSpecApplyConfiguration) WithStartTimeout(value v1.Duration) *MacOSMachineClassSpecApplyConfiguration {
 	b.StartTimeout = &value
+	return b
+}
+
+// WithAgentUnresponsiveTimeout sets the AgentUnresponsiveTimeout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AgentUnresponsiveTimeout field is set to the value of the last call.
+func (b *MacOSMachineClassSpecApplyConfiguration) WithAgentUnresponsiveTimeout(value v1.Duration) *MacOSMachineClassSpecApplyConfiguration {
+	b.AgentUnresponsiveTimeout = &value
 	return b
 }
 
