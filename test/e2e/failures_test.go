@@ -43,6 +43,7 @@ import (
 
 func (e *env) testFailureRules(t *testing.T) {
 	t.Run("PoolExhaustedThenBootdiskJobFailsAndIsRetried", e.testPoolExhaustedAndBootdiskRetry)
+	t.Run("BootdiskInvalidInputFailsAtOnce", e.testBootdiskInvalidInput)
 	t.Run("CloneFailsHoldsTheStorageClassBack", e.testCloneFails)
 	t.Run("AgentNeverReportsFailsAfterStartTimeout", e.testStartTimeout)
 	t.Run("VMNeverScheduledFailsAfterStartTimeout", e.testUnschedulable)
@@ -79,6 +80,8 @@ func (e *env) testPoolExhaustedAndBootdiskRetry(t *testing.T) {
 	require.NotNil(t, failed.Status.IdentityRef)
 	held := failed.Status.IdentityRef.Name
 	assert.Contains(t, condition(failed, "BootdiskReady").Message, "BackoffLimitExceeded")
+	assert.Contains(t, condition(failed, "BootdiskReady").Message, "the builder exited 1: "+harness.DefaultJobFailure.Message,
+		"the builder's own reason, from its pod's termination message")
 	e.waitEvent(t, ns, "MacOSMachine", "mac", "BootdiskJobFailed", "retrying")
 
 	ready := e.waitMachine(t, ns, "mac", 90*time.Second, "Ready after the retry", phaseIs(v1alpha1.MachineReady))
@@ -88,6 +91,33 @@ func (e *env) testPoolExhaustedAndBootdiskRetry(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1", pvc.Annotations["dockerios.io/bootdisk-failures"], "the failure count lives on the PVC")
 	assert.Equal(t, 1, e.ownedObjects(t, ns, string(m.UID))["Job"], "the failed Job is replaced, not kept beside")
+}
+
+// A builder that refuses its input (exit 2) fails its Job at once (the
+// Job's podFailurePolicy) and the machine with it, saying what the builder
+// said, and gives its identity back: the same input would fail again.
+func (e *env) testBootdiskInvalidInput(t *testing.T) {
+	ns := e.namespace(t, "invalid-input")
+	e.fleet(t, "invalid", 1, nil)
+	const said = "bootdisk: invalid identity: ROM does not match the MAC address"
+	m := e.createMachine(t, ns, "mac", "invalid")
+	e.h.FailBootdiskJobsWith(string(m.UID), 1, harness.JobFailure{ExitCode: 2, Message: said})
+	failed := e.waitMachine(t, ns, "mac", 30*time.Second, "Failed", phaseIs(v1alpha1.MachineFailed))
+	r := condition(failed, "Ready")
+	assert.Equal(t, "BootdiskInvalidInput", r.Reason)
+	assert.Contains(t, r.Message, said)
+	assert.Equal(t, "BootdiskInvalidInput", condition(failed, "BootdiskReady").Reason)
+	assert.Nil(t, failed.Status.IdentityRef, "a failed machine gives its identity back")
+	e.waitEvent(t, ns, "MacOSMachine", "mac", "BootdiskInvalidInput", said)
+	e.waitPoolCounts(t, "invalid", 1, 0)
+	// Not retried: no second attempt is made or counted.
+	time.Sleep(3 * time.Second)
+	events, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=mac"})
+	require.NoError(t, err)
+	for _, ev := range events.Items {
+		assert.NotEqual(t, "BootdiskRetry", ev.Reason, "invalid input is not retried: %s", ev.Message)
+		assert.NotEqual(t, "BootdiskJobFailed", ev.Reason, "invalid input is not retried: %s", ev.Message)
+	}
 }
 
 // A failed clone fails the machine, releases its identity and holds new

@@ -31,32 +31,36 @@ import (
 	"github.com/dockerios/dockerios/agent/api"
 	"github.com/dockerios/dockerios/agent/client"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/bootdisk"
 )
 
 // Reasons of the machine's conditions. They are the contract users and
 // alerts read; keep them stable.
 const (
-	ReasonJobSucceeded     = "JobSucceeded"
-	ReasonJobRunning       = "Rendering"
-	ReasonJobFailed        = "JobFailed"
-	ReasonWaitingIdentity  = "WaitingForIdentity"
-	ReasonCloned           = "Cloned"
-	ReasonCloning          = "Cloning"
-	ReasonCloneFailed      = "CloneFailed"
-	ReasonStorageHeldBack  = "StorageHeldBack"
-	ReasonWaitingForDisks  = "WaitingForDisks"
-	ReasonVMIRunning       = "Running"
-	ReasonVMIStarting      = "Starting"
-	ReasonVMIStopped       = "NotRunning"
-	ReasonOSKSecretMissing = "OSKSecretMissing"
-	ReasonAgentAnswered    = "Answered"
-	ReasonAgentUnreachable = "Unreachable"
-	ReasonAgentUnauth      = "Unauthenticated"
-	ReasonWrongMachine     = "WrongMachine"
-	ReasonBadResponse      = "BadResponse"
-	ReasonNoAddress        = "NoAddress"
-	ReasonNotStarted       = "NotStarted"
-	ReasonStartTimeout     = "StartTimeout"
+	ReasonJobSucceeded = "JobSucceeded"
+	ReasonJobRunning   = "Rendering"
+	ReasonJobFailed    = "JobFailed"
+	// ReasonBootdiskInvalidInput fails a machine whose bootdisk builder
+	// exited 2 (its input is invalid): retrying cannot help.
+	ReasonBootdiskInvalidInput = "BootdiskInvalidInput"
+	ReasonWaitingIdentity      = "WaitingForIdentity"
+	ReasonCloned               = "Cloned"
+	ReasonCloning              = "Cloning"
+	ReasonCloneFailed          = "CloneFailed"
+	ReasonStorageHeldBack      = "StorageHeldBack"
+	ReasonWaitingForDisks      = "WaitingForDisks"
+	ReasonVMIRunning           = "Running"
+	ReasonVMIStarting          = "Starting"
+	ReasonVMIStopped           = "NotRunning"
+	ReasonOSKSecretMissing     = "OSKSecretMissing"
+	ReasonAgentAnswered        = "Answered"
+	ReasonAgentUnreachable     = "Unreachable"
+	ReasonAgentUnauth          = "Unauthenticated"
+	ReasonWrongMachine         = "WrongMachine"
+	ReasonBadResponse          = "BadResponse"
+	ReasonNoAddress            = "NoAddress"
+	ReasonNotStarted           = "NotStarted"
+	ReasonStartTimeout         = "StartTimeout"
 	// ReasonUnschedulable, ReasonVMIFailed and ReasonCrashLoop fail a
 	// machine whose startTimeout ran out before its VM ever ran, naming
 	// what held it up.
@@ -99,6 +103,9 @@ type Observed struct {
 	StorageHeldBack string
 	// BootdiskRetry describes a failed bootdisk Job waiting for its retry.
 	BootdiskRetry string
+	// BootdiskExit is how the builder of a failed bootdisk Job ended,
+	// when its pod says.
+	BootdiskExit *BuilderExit
 
 	// Agent is the result of this reconcile's call to the guest agent,
 	// when one was made.
@@ -116,6 +123,21 @@ type Observed struct {
 	// an agent not answering says nothing about this guest; startTimeout
 	// does not fail machines meanwhile.
 	NetworkFault bool
+}
+
+// BuilderExit is how a bootdisk builder ended: its exit status (see
+// pkg/bootdisk's Exit codes) and its one-line reason.
+type BuilderExit struct {
+	Code    int32
+	Message string
+}
+
+// said is what the builder said, for a message: "" when nothing.
+func (e *BuilderExit) said() string {
+	if e == nil || e.Message == "" {
+		return ""
+	}
+	return fmt.Sprintf("; the builder exited %d: %s", e.Code, e.Message)
 }
 
 // Derived is the status a reconcile writes, and what it decided.
@@ -176,7 +198,14 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		case batchv1.JobComplete:
 			set(v1alpha1.MachineBootdiskReady, metav1.ConditionTrue, ReasonJobSucceeded, fmt.Sprintf("Job %s rendered the bootdisk", o.Job.Name))
 		case batchv1.JobFailed:
-			msg := fmt.Sprintf("Job %s failed: %s: %s", o.Job.Name, c.Reason, c.Message)
+			msg := fmt.Sprintf("Job %s failed: %s: %s%s", o.Job.Name, c.Reason, c.Message, o.BootdiskExit.said())
+			if e := o.BootdiskExit; e != nil && e.Code == bootdisk.ExitInvalidInput {
+				set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonBootdiskInvalidInput, msg)
+				d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonBootdiskInvalidInput,
+					Message: fmt.Sprintf("the bootdisk builder refused its input (Job %s, exit %d): %s; the same input fails again, so it is not retried",
+						o.Job.Name, e.Code, phaseOr(e.Message, "no reason given"))}
+				break
+			}
 			if o.BootdiskRetry != "" {
 				msg += "; " + o.BootdiskRetry
 			}

@@ -34,6 +34,7 @@ import (
 	"github.com/dockerios/dockerios/agent/api"
 	"github.com/dockerios/dockerios/agent/client"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/bootdisk"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -145,6 +146,14 @@ func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 		{"bootdisk job failed keeps provisioning and the identity", nil,
 			Observed{Class: testClass(), Job: job(batchv1.JobFailed), BootdiskRetry: "retry 2 in 20s (the identity is kept)"}, t0,
 			v1alpha1.MachineProvisioning, "BootdiskReady=False/JobFailed", ""},
+		{"bootdisk builder failed (retryable): its reason on the condition", nil,
+			Observed{Class: testClass(), Job: job(batchv1.JobFailed), BootdiskRetry: "retry 2 in 20s (the identity is kept)",
+				BootdiskExit: &BuilderExit{Code: bootdisk.ExitFailure, Message: "bootdisk: tool failed: sfdisk exited 1"}}, t0,
+			v1alpha1.MachineProvisioning, "BootdiskReady=False/JobFailed", ""},
+		{"bootdisk builder refused its input: failed at once", nil,
+			Observed{Class: testClass(), Job: job(batchv1.JobFailed),
+				BootdiskExit: &BuilderExit{Code: bootdisk.ExitInvalidInput, Message: "bootdisk: invalid identity: ROM does not match the MAC"}}, t0,
+			v1alpha1.MachineFailed, "BootdiskReady=False/BootdiskInvalidInput", "BootdiskInvalidInput"},
 		{"clone running", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.CloneInProgress)}, t0,
 			v1alpha1.MachineProvisioning, "SystemDiskReady=False/Cloning", ""},
 		{"clone failed fails the machine", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Failed)}, t0,
@@ -245,6 +254,10 @@ func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 				assert.Equal(t, tc.failCause, d.Fail.Reason)
 				r := meta.FindStatusCondition(d.Status.Conditions, v1alpha1.MachineConditionReady)
 				assert.Equal(t, tc.failCause, r.Reason, "Ready says why it failed")
+			}
+			if e := tc.o.BootdiskExit; e != nil {
+				b := meta.FindStatusCondition(d.Status.Conditions, v1alpha1.MachineBootdiskReady)
+				assert.Contains(t, b.Message, e.Message, "the builder's own reason reaches the machine")
 			}
 			// Every condition on the way to Ready is present, with a message.
 			for _, typ := range []string{"BootdiskReady", "SystemDiskReady", "VirtualMachineRunning", "AgentReachable", "GuestReady", "Ready"} {

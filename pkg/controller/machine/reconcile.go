@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -500,6 +501,16 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 	if typ != batchv1.JobFailed {
 		return nil
 	}
+	exit, err := r.builderExit(ctx, o.Job)
+	if err != nil {
+		return err
+	}
+	o.BootdiskExit = exit
+	if exit != nil && exit.Code == bootdisk.ExitInvalidInput {
+		// The same input fails again: no retry; Derive fails the machine,
+		// which gives its identity back.
+		return nil
+	}
 	backoff := bootdiskBackoffBase << min(failures, 10)
 	if backoff > bootdiskBackoffMax {
 		backoff = bootdiskBackoffMax
@@ -519,7 +530,7 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 	if _, err := r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Patch(ctx, o.PVC.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("recording the bootdisk failure: %w", err)
 	}
-	r.Recorder.Eventf(m, corev1.EventTypeWarning, "BootdiskJobFailed", "Job %s failed (%s: %s); retrying", o.Job.Name, c.Reason, c.Message)
+	r.Recorder.Eventf(m, corev1.EventTypeWarning, "BootdiskJobFailed", "Job %s failed (%s: %s)%s; retrying", o.Job.Name, c.Reason, c.Message, exit.said())
 	if err := r.Kube.BatchV1().Jobs(m.Namespace).Delete(ctx, o.Job.Name, metav1.DeleteOptions{
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 		Preconditions:     &metav1.Preconditions{UID: &o.Job.UID},
@@ -530,6 +541,32 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 	o.BootdiskRetry = fmt.Sprintf("retry %d starting", failures+1)
 	*requeue = minPositive(*requeue, time.Second)
 	return nil
+}
+
+// builderExit reads how the bootdisk builder of a failed Job ended — its
+// exit status and the one-line reason it wrote as its termination message,
+// which the Job controller does not copy into the Job — from the Job's
+// most recent failed pod; nil when no pod says (already collected).
+func (r *Reconciler) builderExit(ctx context.Context, job *batchv1.Job) (*BuilderExit, error) {
+	pods, err := r.Kube.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: batchv1.ControllerUidLabel + "=" + string(job.UID)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the bootdisk builder's pods: %w", err)
+	}
+	var last *BuilderExit
+	var lastAt time.Time
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			t := cs.State.Terminated
+			if cs.Name != bootdisk.ContainerName || t == nil || t.ExitCode == 0 {
+				continue
+			}
+			if last == nil || t.FinishedAt.After(lastAt) {
+				last, lastAt = &BuilderExit{Code: t.ExitCode, Message: strings.TrimSpace(t.Message)}, t.FinishedAt.Time
+			}
+		}
+	}
+	return last, nil
 }
 
 // askAgent calls the guest agent once.
