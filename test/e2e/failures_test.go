@@ -354,14 +354,17 @@ func (e *env) testDeletedWhileClaimed(t *testing.T) {
 	}
 }
 
-// Agents unreachable while VMIs run: AgentReachable=False (not
-// GuestReady=False); when many go at once nothing is terminated, an Event
-// and a metric say it is a network fault; when they answer again the
-// machines are Ready again.
+// Many agents unreachable at once is a fault of the agent network, not of
+// the guests: while it lasts no machine is failed for startTimeout, none is
+// declared hung, and pools replace nothing. The class's timeouts are shorter
+// than the fault, and a machine is still Starting when it begins, so that
+// without the guard (FleetWatch) this test fails: the Ready machines would
+// be replaced as hung and the Starting one failed for startTimeout.
 func (e *env) testNetworkFault(t *testing.T) {
 	ns := e.namespace(t, "netfault")
-	e.fleet(t, "netfault", 4, func(c *v1alpha1.MacOSMachineClass) {
-		c.Spec.StartTimeout = &metav1.Duration{Duration: 20 * time.Second}
+	e.fleet(t, "netfault", 5, func(c *v1alpha1.MacOSMachineClass) {
+		c.Spec.StartTimeout = &metav1.Duration{Duration: 60 * time.Second}
+		c.Spec.AgentUnresponsiveTimeout = &metav1.Duration{Duration: 40 * time.Second}
 	})
 	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "netfault", Replicas: ptr.To[int32](4)})
 	e.waitPool(t, ns, "warm", 2*time.Minute, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 4 })
@@ -369,9 +372,18 @@ func (e *env) testNetworkFault(t *testing.T) {
 	for _, m := range e.machines(t, ns) {
 		before[m.Name] = true
 	}
-
+	// One more machine, caught Starting by the fault: its VM runs, its
+	// agent has not reported Ready yet.
+	starting := e.createMachine(t, ns, "starting", "netfault")
+	e.h.StallBoot(string(starting.UID), true)
+	e.waitMachine(t, ns, "starting", 60*time.Second, "running", func(m *v1alpha1.MacOSMachine) bool {
+		return condition(m, "VirtualMachineRunning").Status == metav1.ConditionTrue
+	})
+	vmRunning := time.Now()
 	e.h.PartitionAgents(true)
 	defer e.h.PartitionAgents(false)
+	e.h.StallBoot(string(starting.UID), false) // its agent starts, partitioned
+	partitioned := time.Now()
 	for name := range before {
 		// Ready machines' agents are asked every 30 s.
 		m := e.waitMachine(t, ns, name, 75*time.Second, "unreachable", func(m *v1alpha1.MacOSMachine) bool {
@@ -384,16 +396,20 @@ func (e *env) testNetworkFault(t *testing.T) {
 		e.waitEvent(t, ns, "MacOSMachine", name, "AgentNetworkFault", "network fault")
 	}
 	assert.Contains(t, e.metrics(t), "dockerios_agent_network_fault 1")
-	// Longer than the class's startTimeout: still nothing terminated.
-	time.Sleep(25 * time.Second)
+	// Past both timeouts: the Ready machines' agentUnresponsiveTimeout
+	// (40 s from their agents going silent) and the Starting machine's
+	// startTimeout (60 s from its VM's creation). Still nothing terminated.
+	time.Sleep(max(time.Until(partitioned.Add(50*time.Second)), time.Until(vmRunning.Add(70*time.Second))))
 	for _, m := range e.machines(t, ns) {
-		assert.True(t, before[m.Name], "machine %s appeared during the fault", m.Name)
+		assert.True(t, before[m.Name] || m.Name == "starting", "machine %s appeared during the fault", m.Name)
 		assert.Nil(t, m.DeletionTimestamp, "machine %s terminated during the fault", m.Name)
-		assert.NotEqual(t, v1alpha1.MachineFailed, m.Status.Phase, m.Name)
+		assert.NotEqual(t, v1alpha1.MachineFailed, m.Status.Phase, "%s: %s", m.Name, condition(&m, "Ready").Message)
+		assert.NotEqual(t, "AgentUnresponsive", condition(&m, "Ready").Reason, m.Name)
 	}
 
 	e.h.PartitionAgents(false)
 	e.waitPool(t, ns, "warm", 60*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 4 })
+	e.waitMachine(t, ns, "starting", 60*time.Second, "Ready once its agent answers", phaseIs(v1alpha1.MachineReady))
 	framework.Eventually(t, 90*time.Second, func() string {
 		if !strings.Contains(e.metrics(t), "dockerios_agent_network_fault 0") {
 			return "fault metric not back to 0"
