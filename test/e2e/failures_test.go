@@ -45,6 +45,7 @@ func (e *env) testFailureRules(t *testing.T) {
 	t.Run("PoolExhaustedThenBootdiskJobFailsAndIsRetried", e.testPoolExhaustedAndBootdiskRetry)
 	t.Run("BootdiskInvalidInputFailsAtOnce", e.testBootdiskInvalidInput)
 	t.Run("CloneFailsHoldsTheStorageClassBack", e.testCloneFails)
+	t.Run("HeldBackMachinesProbeWithOne", e.testStorageProbe)
 	t.Run("AgentNeverReportsFailsAfterStartTimeout", e.testStartTimeout)
 	t.Run("VMNeverScheduledFailsAfterStartTimeout", e.testUnschedulable)
 	t.Run("GuestHangsOrCrashesIsReplaced", e.testGuestFaults)
@@ -118,6 +119,67 @@ func (e *env) testBootdiskInvalidInput(t *testing.T) {
 		assert.NotEqual(t, "BootdiskRetry", ev.Reason, "invalid input is not retried: %s", ev.Message)
 		assert.NotEqual(t, "BootdiskJobFailed", ev.Reason, "invalid input is not retried: %s", ev.Message)
 	}
+}
+
+// After a failed clone, the machines held back do not all clone when the
+// hold-back ends: one tries (the probe) while the others wait for its
+// outcome; while the storage stays full, each failed probe doubles the
+// wait; when it recovers, the probe's success releases the rest.
+func (e *env) testStorageProbe(t *testing.T) {
+	ns := e.namespace(t, "probe")
+	e.fleet(t, "probe", 12, nil)
+	e.h.FailClones("probe", true)
+	defer e.h.FailClones("probe", false)
+	e.createMachine(t, ns, "first", "probe")
+	e.waitMachine(t, ns, "first", 30*time.Second, "Failed", phaseIs(v1alpha1.MachineFailed))
+	failedBefore := e.h.Stats().DataVolumesFailed
+	for i := range 10 {
+		e.createMachine(t, ns, fmt.Sprintf("held-%d", i), "probe")
+	}
+	for i := range 10 {
+		e.waitMachine(t, ns, fmt.Sprintf("held-%d", i), 20*time.Second, "held back", func(m *v1alpha1.MacOSMachine) bool {
+			return condition(m, "SystemDiskReady").Reason == "StorageHeldBack"
+		})
+	}
+	// The hold-back ends: one machine probes, fails, and the wait doubles.
+	var class *v1alpha1.MacOSMachineClass
+	framework.Eventually(t, storageHoldBack+60*time.Second, func() string {
+		var err error
+		class, err = e.client.DockeriosV1alpha1().MacOSMachineClasses().Get(context.Background(), "probe", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if h := class.Status.StorageHoldBack; h == nil || h.Failures < 2 {
+			return fmt.Sprintf("no second failure yet: %+v", h)
+		}
+		return ""
+	})
+	h := class.Status.StorageHoldBack
+	assert.Equal(t, int32(2), h.Failures)
+	assert.Empty(t, h.Probe, "a new round has no probe until its hold-back ends")
+	c := meta.FindStatusCondition(class.Status.Conditions, "StorageAvailable")
+	require.NotNil(t, c)
+	assert.Contains(t, c.Message, "2 time(s) in a row")
+	assert.Contains(t, c.Message, (2 * storageHoldBack).String(), "the second wait is twice the first")
+	assert.Equal(t, 1, e.h.Stats().DataVolumesFailed-failedBefore, "one clone tried while the storage stayed full, not ten")
+	failed := 0
+	for _, m := range e.machines(t, ns) {
+		if m.Name != "first" && m.Status.Phase == v1alpha1.MachineFailed {
+			failed++
+		}
+	}
+	assert.Equal(t, 1, failed, "only the probe failed")
+
+	// The storage recovers: the next probe succeeds and releases the rest.
+	e.h.FailClones("probe", false)
+	for i := range 10 {
+		name := fmt.Sprintf("held-%d", i)
+		if m := e.machine(t, ns, name); m.Status.Phase == v1alpha1.MachineFailed {
+			continue
+		}
+		e.waitMachine(t, ns, name, 2*storageHoldBack+90*time.Second, "Ready", phaseIs(v1alpha1.MachineReady))
+	}
+	e.waitEvent(t, metav1.NamespaceDefault, "MacOSMachineClass", "probe", "StorageProbe", "tries StorageClass probe again")
 }
 
 // A failed clone fails the machine, releases its identity and holds new

@@ -98,9 +98,12 @@ type Observed struct {
 	VM       *kubevirtv1.VirtualMachine
 	VMI      *kubevirtv1.VirtualMachineInstance
 
-	// StorageHeldBack is the class's StorageAvailable=False message when
-	// new clones into its StorageClass are held back.
+	// StorageHeldBack says why new clones into the class's StorageClass
+	// are held back (the hold-back runs, or another machine probes).
 	StorageHeldBack string
+	// StorageProbe says the hold-back is over and nobody probes the
+	// storage: this machine may, if it claims the probe first.
+	StorageProbe bool
 	// BootdiskRetry describes a failed bootdisk Job waiting for its retry.
 	BootdiskRetry string
 	// BootdiskExit is how the builder of a failed bootdisk Job ended,

@@ -194,8 +194,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 	}
 	if o.StorageHeldBack != "" && o.Class != nil {
 		// Look again when the hold-back ends: no event will say so.
-		if c := meta.FindStatusCondition(o.Class.Status.Conditions, ClassStorageAvailable); c != nil {
-			requeue = minPositive(requeue, time.Until(c.LastTransitionTime.Add(r.holdBack()))+time.Second)
+		if h := o.Class.Status.StorageHoldBack; h != nil && time.Until(h.Until.Time) > 0 {
+			requeue = minPositive(requeue, time.Until(h.Until.Time)+time.Second)
+		} else {
+			// Waiting for a probe: its outcome changes the class, and
+			// that brings this machine back; look now and then anyway.
+			requeue = minPositive(requeue, 30*time.Second)
 		}
 	}
 	switch d.Status.Phase {
@@ -289,7 +293,7 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 		o.VMI = nil
 	}
 	if o.Class != nil && o.DV == nil {
-		o.StorageHeldBack = heldBack(o.Class, r.now(), r.holdBack())
+		o.StorageHeldBack, o.StorageProbe = r.heldBack(o.Class, m)
 	}
 	if o.VMI != nil && o.VMI.Status.NodeName != "" && r.Listers.Nodes != nil {
 		o.NodeNotReady = nodeNotReady(r.Listers.Nodes, o.VMI.Status.NodeName)
@@ -362,6 +366,14 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 	}
 	if err := r.bootdisk(ctx, m, o, identityReady, requeue); err != nil {
 		return err
+	}
+	if o.DV == nil && o.Image != nil && o.StorageHeldBack == "" && o.StorageProbe {
+		// The hold-back is over and nobody probes the storage yet: this
+		// machine does, if its claim on it lands first.
+		if err := r.claimProbe(ctx, o.Class, m); err != nil {
+			o.StorageHeldBack = fmt.Sprintf("new system disks of class %s wait for one machine to try the storage again (%v)", o.Class.Name, err)
+			*requeue = minPositive(*requeue, time.Second)
+		}
 	}
 	if o.DV == nil && o.Image != nil && o.StorageHeldBack == "" {
 		dv, err := SystemDisk(m, o.Class, o.Image)
@@ -633,17 +645,55 @@ func (r *Reconciler) holdBack() time.Duration {
 	return DefaultStorageHoldBack
 }
 
-// heldBack returns why new machines of class must wait for storage, or "".
-func heldBack(class *v1alpha1.MacOSMachineClass, now time.Time, holdBack time.Duration) string {
-	c := meta.FindStatusCondition(class.Status.Conditions, ClassStorageAvailable)
-	if c == nil || c.Status != metav1.ConditionFalse {
-		return ""
+// maxHoldBack bounds the doubling wait after clones fail in a row.
+const maxHoldBack = time.Hour
+
+// heldBack says why m, which has no system disk yet, must wait before
+// cloning into its class's StorageClass ("" when it need not), and whether
+// it may become the machine that tries the storage again (the probe):
+// while the class's hold-back runs, every new machine waits; once it is
+// over, one machine clones and the others wait for its outcome.
+func (r *Reconciler) heldBack(class *v1alpha1.MacOSMachineClass, m *v1alpha1.MacOSMachine) (string, bool) {
+	h := class.Status.StorageHoldBack
+	if h == nil {
+		return "", false
 	}
-	until := c.LastTransitionTime.Add(holdBack)
-	if !now.Before(until) {
-		return ""
+	if now := r.now(); now.Before(h.Until.Time) {
+		return fmt.Sprintf("new system disks of class %s are held back until %s after %d failed clone(s) into StorageClass %s",
+			class.Name, h.Until.UTC().Format(time.RFC3339), h.Failures, storageClassOf(class)), false
 	}
-	return fmt.Sprintf("new system disks of class %s are held back until %s: %s", class.Name, until.UTC().Format(time.RFC3339), c.Message)
+	me := m.Namespace + "/" + m.Name
+	switch {
+	case h.Probe == me:
+		return "", false
+	case h.Probe != "" && r.probeAlive(h.Probe):
+		return fmt.Sprintf("new system disks of class %s wait for machine %s, which is trying StorageClass %s again", class.Name, h.Probe, storageClassOf(class)), false
+	}
+	return "", true
+}
+
+// probeAlive says whether the probe machine still exists and may still
+// clone: a probe deleted or failed otherwise must not hold the others back.
+func (r *Reconciler) probeAlive(probe string) bool {
+	ns, name, ok := strings.Cut(probe, "/")
+	if !ok || r.Listers.Machines == nil {
+		return false
+	}
+	p, err := r.Listers.Machines.MacOSMachines(ns).Get(name)
+	return err == nil && p.DeletionTimestamp == nil && p.Status.Phase != v1alpha1.MachineFailed
+}
+
+// claimProbe records m as the class's probe; only one write of the class's
+// status lands (its resourceVersion), so only one machine probes.
+func (r *Reconciler) claimProbe(ctx context.Context, class *v1alpha1.MacOSMachineClass, m *v1alpha1.MacOSMachine) error {
+	c := class.DeepCopy()
+	c.Status.StorageHoldBack.Probe = m.Namespace + "/" + m.Name
+	if _, err := r.Client.DockeriosV1alpha1().MacOSMachineClasses().UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(class, corev1.EventTypeNormal, "StorageProbe", "machine %s/%s tries StorageClass %s again after %d failed clone(s); the class's other new machines wait for its outcome",
+		m.Namespace, m.Name, storageClassOf(class), class.Status.StorageHoldBack.Failures)
+	return nil
 }
 
 // holdBackStorage marks every class cloning into the failed machine's
@@ -659,15 +709,26 @@ func (r *Reconciler) holdBackStorage(ctx context.Context, class *v1alpha1.MacOSM
 			continue
 		}
 		c = c.DeepCopy()
+		failures := int32(1)
+		if h := c.Status.StorageHoldBack; h != nil {
+			if r.now().Before(h.Until.Time) && h.Probe != m.Namespace+"/"+m.Name {
+				// Another clone of the same round failing (one that started
+				// before the hold-back): the round is already counted.
+				continue
+			}
+			failures = h.Failures + 1
+		}
+		wait := min(r.holdBack()<<min(failures-1, 16), maxHoldBack)
+		c.Status.StorageHoldBack = &v1alpha1.StorageHoldBack{Failures: failures, Until: metav1.NewTime(r.now().Add(wait))}
 		meta.RemoveStatusCondition(&c.Status.Conditions, ClassStorageAvailable)
 		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: ClassStorageAvailable, Status: metav1.ConditionFalse,
 			Reason: ReasonCloneFailed, ObservedGeneration: c.Generation, LastTransitionTime: metav1.NewTime(r.now()),
-			Message: fmt.Sprintf("cloning machine %s/%s into StorageClass %s failed (%s); new machines wait %s before trying again",
-				m.Namespace, m.Name, sc, msg, r.holdBack())})
+			Message: fmt.Sprintf("cloning machine %s/%s into StorageClass %s failed (%s), %d time(s) in a row; new machines wait %s, then one tries again",
+				m.Namespace, m.Name, sc, msg, failures, wait)})
 		if _, err := r.Client.DockeriosV1alpha1().MacOSMachineClasses().UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("holding back class %s: %w", c.Name, err)
 		}
-		r.Recorder.Eventf(c, corev1.EventTypeWarning, "StorageHeldBack", "clone into StorageClass %s failed for machine %s/%s; holding new machines back for %s", sc, m.Namespace, m.Name, r.holdBack())
+		r.Recorder.Eventf(c, corev1.EventTypeWarning, "StorageHeldBack", "clone into StorageClass %s failed for machine %s/%s (%d in a row); holding new machines back for %s, then one tries", sc, m.Namespace, m.Name, failures, wait)
 	}
 	return nil
 }
@@ -676,10 +737,11 @@ func (r *Reconciler) holdBackStorage(ctx context.Context, class *v1alpha1.MacOSM
 // StorageClass succeeds.
 func (r *Reconciler) storageRecovered(ctx context.Context, class *v1alpha1.MacOSMachineClass) error {
 	c := meta.FindStatusCondition(class.Status.Conditions, ClassStorageAvailable)
-	if c != nil && c.Status == metav1.ConditionTrue {
+	if c != nil && c.Status == metav1.ConditionTrue && class.Status.StorageHoldBack == nil {
 		return nil
 	}
 	class = class.DeepCopy()
+	class.Status.StorageHoldBack = nil
 	meta.SetStatusCondition(&class.Status.Conditions, metav1.Condition{Type: ClassStorageAvailable, Status: metav1.ConditionTrue,
 		Reason: ReasonStorageOK, ObservedGeneration: class.Generation, LastTransitionTime: metav1.NewTime(r.now()),
 		Message: fmt.Sprintf("system disks clone into StorageClass %s", storageClassOf(class))})

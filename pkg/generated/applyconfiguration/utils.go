@@ -104,6 +104,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &dockeriov1alpha1.MacOSMachineTemplateApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NamespacedObjectReference"):
 		return &dockeriov1alpha1.NamespacedObjectReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("StorageHoldBack"):
+		return &dockeriov1alpha1.StorageHoldBackApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SystemDiskSpec"):
 		return &dockeriov1alpha1.SystemDiskSpecApplyConfiguration{}
 

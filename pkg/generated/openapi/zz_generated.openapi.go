@@ -78,6 +78,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.MachineTemplateMetadata{}.OpenAPIModelName():    schema_pkg_apis_dockerio_v1alpha1_MachineTemplateMetadata(ref),
 		v1alpha1.MachineTemplateSpec{}.OpenAPIModelName():        schema_pkg_apis_dockerio_v1alpha1_MachineTemplateSpec(ref),
 		v1alpha1.NamespacedObjectReference{}.OpenAPIModelName():  schema_pkg_apis_dockerio_v1alpha1_NamespacedObjectReference(ref),
+		v1alpha1.StorageHoldBack{}.OpenAPIModelName():            schema_pkg_apis_dockerio_v1alpha1_StorageHoldBack(ref),
 		v1alpha1.SystemDiskSpec{}.OpenAPIModelName():             schema_pkg_apis_dockerio_v1alpha1_SystemDiskSpec(ref),
 		v1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
 		v1.ContainerResourceMetricStatus{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricStatus(ref),
@@ -1655,11 +1656,17 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSMachineClassStatus(ref common.Refere
 							},
 						},
 					},
+					"storageHoldBack": {
+						SchemaProps: spec.SchemaProps{
+							Description: "storageHoldBack is set while cloning into the class's StorageClass fails: new machines of the class wait until until, then one of them (probe) tries a clone while the others wait for its outcome. Each failure in a row doubles the wait; a success clears it.",
+							Ref:         ref(v1alpha1.StorageHoldBack{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			metav1.Condition{}.OpenAPIModelName()},
+			v1alpha1.StorageHoldBack{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -2245,6 +2252,43 @@ func schema_pkg_apis_dockerio_v1alpha1_NamespacedObjectReference(ref common.Refe
 				Required: []string{"namespace", "name"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_dockerio_v1alpha1_StorageHoldBack(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "StorageHoldBack is how new system disks of a class wait for storage that failed a clone.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"failures": {
+						SchemaProps: spec.SchemaProps{
+							Description: "failures is how many clones into the StorageClass failed in a row.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"until": {
+						SchemaProps: spec.SchemaProps{
+							Description: "until is when one machine may try a clone again.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"probe": {
+						SchemaProps: spec.SchemaProps{
+							Description: "probe is the machine (namespace/name) trying that clone; empty until one does.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"failures", "until"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

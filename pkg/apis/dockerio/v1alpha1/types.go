@@ -215,6 +215,25 @@ type MacOSMachineClassStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// storageHoldBack is set while cloning into the class's StorageClass
+	// fails: new machines of the class wait until until, then one of them
+	// (probe) tries a clone while the others wait for its outcome. Each
+	// failure in a row doubles the wait; a success clears it.
+	// +optional
+	StorageHoldBack *StorageHoldBack `json:"storageHoldBack,omitempty"`
+}
+
+// StorageHoldBack is how new system disks of a class wait for storage that
+// failed a clone.
+type StorageHoldBack struct {
+	// failures is how many clones into the StorageClass failed in a row.
+	Failures int32 `json:"failures"`
+	// until is when one machine may try a clone again.
+	Until metav1.Time `json:"until"`
+	// probe is the machine (namespace/name) trying that clone; empty
+	// until one does.
+	// +optional
+	Probe string `json:"probe,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -242,6 +242,11 @@ func (in NamespacedObjectReference) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in StorageHoldBack) OpenAPIModelName() string {
+	return "io.dockerios.v1alpha1.StorageHoldBack"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in SystemDiskSpec) OpenAPIModelName() string {
 	return "io.dockerios.v1alpha1.SystemDiskSpec"
 }

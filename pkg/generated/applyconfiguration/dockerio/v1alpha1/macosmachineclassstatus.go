@@ -32,6 +32,11 @@ type MacOSMachineClassStatusApplyConfiguration struct {
 	// conditions: StorageAvailable is False while new machines of this class
 	// are held back because cloning into its StorageClass failed.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// storageHoldBack is set while cloning into the class's StorageClass
+	// fails: new machines of the class wait until until, then one of them
+	// (probe) tries a clone while the others wait for its outcome. Each
+	// failure in a row doubles the wait; a success clears it.
+	StorageHoldBack *StorageHoldBackApplyConfiguration `json:"storageHoldBack,omitempty"`
 }
 
 // MacOSMachineClassStatusApplyConfiguration constructs a declarative configuration of the MacOSMachineClassStatus type for use with
@@ -58,5 +63,13 @@ func (b *MacOSMachineClassStatusApplyConfiguration) WithConditions(values ...*v1
 		}
 		b.Conditions = append(b.Conditions, *values[i])
 	}
+	return b
+}
+
+// WithStorageHoldBack sets the StorageHoldBack field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StorageHoldBack field is set to the value of the last call.
+func (b *MacOSMachineClassStatusApplyConfiguration) WithStorageHoldBack(value *StorageHoldBackApplyConfiguration) *MacOSMachineClassStatusApplyConfiguration {
+	b.StorageHoldBack = value
 	return b
 }
