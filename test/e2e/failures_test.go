@@ -399,8 +399,18 @@ func (e *env) testDeletedWhileClaimed(t *testing.T) {
 	})
 	name := e.boundClaims(t, ns)["job"]
 	m := e.machine(t, ns, name)
+	log, err := e.h.RecordTeardown(harness.Teardown{Namespace: ns, Machine: name, MachineUID: string(m.UID), Claim: "job", Identity: m.Status.IdentityRef.Name})
+	require.NoError(t, err)
 	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachines(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 	e.gone(t, ns, name, 60*time.Second)
+	framework.Eventually(t, 10*time.Second, func() string {
+		if log.At("identity released") == 0 {
+			return fmt.Sprintf("the identity's release not seen yet: %v", log.Writes())
+		}
+		return ""
+	})
+	log.Stop()
+	e.assertTeardownOrder(t, log, true)
 	claim, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Get(ctx, "job", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, v1alpha1.ClaimLost, claim.Status.Phase)
@@ -413,6 +423,42 @@ func (e *env) testDeletedWhileClaimed(t *testing.T) {
 	if a := id.Status.Allocation; a != nil {
 		// The pool's replacement may already have taken it.
 		assert.NotEqual(t, string(m.UID), a.MachineUID, "identity %s still held by the deleted machine", id.Name)
+	}
+}
+
+// assertTeardownOrder checks, on etcd's own order of the writes, that a
+// machine's teardown went as the controller promises: its claim Lost in
+// the write that marks the machine (when claimed), the VirtualMachine
+// halted, then deleted, and only then its VMI, disks, Job and Secrets;
+// last, in one write, the machine removed and its identity released.
+func (e *env) assertTeardownOrder(t *testing.T, log *harness.WriteLog, claimed bool) {
+	t.Helper()
+	writes := log.Writes()
+	t.Logf("teardown writes, in etcd's order: %v", writes)
+	marked, halted, vmGone := log.At("machine marked for deletion"), log.At("VirtualMachine halted"), log.At("VirtualMachine deleted")
+	removed, released := log.At("machine removed"), log.At("identity released")
+	require.NotZero(t, marked, "%v", writes)
+	require.NotZero(t, vmGone, "%v", writes)
+	require.NotZero(t, removed, "%v", writes)
+	if claimed {
+		assert.Equal(t, marked, log.At("claim Lost"), "the claim is Lost in the write that starts the teardown: %v", writes)
+	}
+	if halted != 0 {
+		assert.Less(t, marked, halted, "%v", writes)
+		assert.Less(t, halted, vmGone, "halted before deleted: %v", writes)
+	}
+	assert.Equal(t, removed, released, "the identity is released in the write that removes the machine: %v", writes)
+	for _, w := range writes {
+		switch {
+		case w.What == "machine marked for deletion" || w.What == "claim Lost" || w.What == "VirtualMachine halted" ||
+			w.What == "VirtualMachine deleted" || w.What == "machine removed" || w.What == "identity released":
+		case strings.HasPrefix(w.What, "VirtualMachineInstance"):
+			assert.Less(t, marked, w.Revision, "%s after the teardown started: %v", w.What, writes)
+			assert.Less(t, w.Revision, removed, "%s before the machine is removed: %v", w.What, writes)
+		default: // DataVolume, Job, PVC, Secrets
+			assert.Less(t, vmGone, w.Revision, "%s only once the VirtualMachine is gone: %v", w.What, writes)
+			assert.Less(t, w.Revision, removed, "%s before the machine is removed: %v", w.What, writes)
+		}
 	}
 }
 

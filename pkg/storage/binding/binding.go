@@ -240,9 +240,10 @@ func (b *Binder) event(obj metav1.Object, kind, eventType, reason, format string
 	}, eventType, reason, format, args...)
 }
 
-// MachineGone adds to tx, which deletes m, that m's claim (if it still
-// names m) becomes Lost: a workload learns from its claim that its machine
-// went, in the same write as the machine going.
+// MachineGone adds to tx, which deletes m or marks it for deletion, that
+// m's claim (if it still names m and is not Lost already) becomes Lost: a
+// workload learns from its claim that its machine is going, in the same
+// write as the machine's teardown starting.
 func (b *Binder) MachineGone(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMachine) error {
 	ref := m.Status.ClaimRef
 	if ref == nil {
@@ -257,14 +258,14 @@ func (b *Binder) MachineGone(ctx context.Context, tx *txn.Txn, m *dockerio.MacOS
 		return err
 	}
 	claim := obj.(*dockerio.MacOSMachineClaim)
-	if string(claim.UID) != ref.UID || claim.Status.MachineName != m.Name {
+	if string(claim.UID) != ref.UID || claim.Status.MachineName != m.Name || claim.Status.Phase == dockerio.ClaimLost {
 		return nil
 	}
 	lost := claim.DeepCopy()
 	lost.Status.Phase = dockerio.ClaimLost
 	meta.SetStatusCondition(&lost.Status.Conditions, metav1.Condition{
 		Type: ConditionBound, Status: metav1.ConditionFalse, Reason: ReasonMachineGone,
-		Message: "MacOSMachine " + m.Name + " was deleted", ObservedGeneration: claim.Generation,
+		Message: "MacOSMachine " + m.Name + " is being deleted", ObservedGeneration: claim.Generation,
 		LastTransitionTime: metav1.NewTime(b.clock.Now()),
 	})
 	tx.IfUnchanged(claimKey, rev)

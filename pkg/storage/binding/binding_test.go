@@ -295,14 +295,21 @@ func TestMachineGone_LeavesItsClaimLost(t *testing.T) {
 
 	obj, _, err := e.machines.Machine.Delete(e.ctx(), "mac-1", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
 	require.NoError(t, err)
-	m := obj.(*dockerio.MacOSMachine).DeepCopy()
+	marked := obj.(*dockerio.MacOSMachine)
+	require.NotNil(t, marked.DeletionTimestamp, "the teardown finalizer holds the machine")
+	c := e.getClaim(t, "ci-1")
+	assert.Equal(t, dockerio.ClaimLost, c.Status.Phase, "Lost as the teardown starts, not when it ends")
+	assert.Equal(t, marked.ResourceVersion, c.ResourceVersion, "in the very write that marks the machine")
+	lostAt := c.ResourceVersion
+	m := marked.DeepCopy()
 	m.Finalizers = nil
 	_, _, err = e.machines.Machine.Update(e.ctx(), "mac-1", rest.DefaultUpdatedObjectInfo(m), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	c := e.getClaim(t, "ci-1")
+	c = e.getClaim(t, "ci-1")
 	assert.Equal(t, dockerio.ClaimLost, c.Status.Phase)
 	assert.Equal(t, "mac-1", c.Status.MachineName, "the claim still says which machine it lost")
+	assert.Equal(t, lostAt, c.ResourceVersion, "the machine going writes the Lost claim no more")
 }
 
 func TestBind_50ClaimsRaceFor20Machines(t *testing.T) {

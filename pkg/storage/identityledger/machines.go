@@ -322,9 +322,52 @@ func (s *machineStorage) GuaranteedUpdate(ctx context.Context, key string, desti
 	return door.Updater{
 		Inner:     s.Interface,
 		Create:    s.Create,
-		Intercept: s.interceptFailing,
+		Intercept: s.intercept,
 		Copy:      s.l.machines.Copy,
 	}.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject)
+}
+
+// intercept takes over the updates that must write more than the machine.
+func (s *machineStorage) intercept(input, output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
+	if f := s.interceptFailing(input, output, rev); f != nil {
+		return f
+	}
+	return s.interceptLosingClaim(output, rev)
+}
+
+// interceptLosingClaim takes over the updates of a bound machine marked
+// for deletion: its claim learns it is Lost in the write that starts the
+// teardown (the first of them), not when the machine is finally gone —
+// the workload must not go on using a Mac that is being taken apart. It
+// cannot tell the marking update from later ones by the object read (the
+// generic store marks that object in place); for the later ones the claim
+// is already Lost and nothing more is written.
+func (s *machineStorage) interceptLosingClaim(output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
+	updated, ok := output.(*dockerio.MacOSMachine)
+	l := s.l
+	if !ok || updated.DeletionTimestamp == nil || updated.Status.ClaimRef == nil || l.machineGone == nil {
+		return nil
+	}
+	return func(ctx context.Context, destination runtime.Object) (bool, error) {
+		mKey := l.machines.Key(updated.Namespace, updated.Name)
+		var tx txn.Txn
+		tx.IfUnchanged(mKey, rev)
+		written, err := tx.PutObject(ctx, l.machines, mKey, updated)
+		if err != nil {
+			return false, err
+		}
+		if err := l.machineGone(ctx, &tx, updated); err != nil {
+			return false, err
+		}
+		res, err := txn.Commit(ctx, l.client, &tx)
+		if err != nil || !res.Succeeded {
+			return false, err
+		}
+		if door.IsDryRun(ctx) {
+			return true, written.Into(destination, rev)
+		}
+		return true, written.Into(destination, res.Revision)
+	}
 }
 
 // interceptFailing takes over the update that moves a machine to Failed.
