@@ -71,7 +71,9 @@ func (h *Harness) RecordTeardown(td Teardown) (*WriteLog, error) {
 	byName := func(name string) metav1.ListOptions {
 		return metav1.ListOptions{FieldSelector: "metadata.name=" + name}
 	}
-	corev1GVR := func(r string) schema.GroupVersionResource { return schema.GroupVersionResource{Version: "v1", Resource: r} }
+	corev1GVR := func(r string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Version: "v1", Resource: r}
+	}
 	type follow struct {
 		gvr       schema.GroupVersionResource
 		namespace string
