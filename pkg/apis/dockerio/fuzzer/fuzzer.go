@@ -72,6 +72,9 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if s.StartTimeout == nil {
 				s.StartTimeout = &metav1.Duration{Duration: time.Duration(c.Int63n(3600)+1) * time.Second}
 			}
+			if s.AgentUnresponsiveTimeout == nil {
+				s.AgentUnresponsiveTimeout = &metav1.Duration{Duration: time.Duration(c.Int63n(3600)+1) * time.Second}
+			}
 		},
 		func(s *dockerio.MacOSMachinePoolSpec, c randfill.Continue) {
 			c.FillNoCustom(s)
