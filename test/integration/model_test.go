@@ -1468,8 +1468,14 @@ func (s *modelSnapshot) violations() []string {
 			if !meta.IsStatusConditionTrue(m.Status.Conditions, dockerio.MachineReleased) {
 				add("inv5: machine %s is bound to claim %s (uid %s), which is gone, and is not Released", m.Name, ref.Name, ref.UID)
 			}
-		case c.Status.MachineName != m.Name || c.Status.Phase != dockerio.ClaimBound:
+		case c.Status.MachineName != m.Name:
 			add("inv5: machine %s is bound to claim %s, whose machine is %q (phase %s)", m.Name, c.Name, c.Status.MachineName, c.Status.Phase)
+		case c.Status.Phase == dockerio.ClaimLost && m.DeletionTimestamp == nil:
+			add("inv5: machine %s is bound to claim %s, which is Lost, and is not being deleted", m.Name, c.Name)
+		case c.Status.Phase != dockerio.ClaimBound && c.Status.Phase != dockerio.ClaimLost:
+			add("inv5: machine %s is bound to claim %s, which is %s", m.Name, c.Name, c.Status.Phase)
+		case c.Status.Phase == dockerio.ClaimBound && m.DeletionTimestamp != nil:
+			add("inv5: machine %s is being deleted, and its claim %s is still Bound (it is Lost from the write that starts the teardown)", m.Name, c.Name)
 		}
 	}
 	for uid, ms := range boundTo {
@@ -1491,8 +1497,8 @@ func (s *modelSnapshot) violations() []string {
 				add("inv5: claim %s is Bound to %s, whose claimRef is %v", c.Name, name, ref)
 			}
 		case c.Status.Phase == dockerio.ClaimLost:
-			if m := s.machines[name]; m != nil {
-				add("inv5: claim %s is Lost, but its machine %s exists (claimRef %v)", c.Name, name, m.Status.ClaimRef)
+			if m := s.machines[name]; m != nil && m.DeletionTimestamp == nil {
+				add("inv5: claim %s is Lost, but its machine %s exists and is not being deleted (claimRef %v)", c.Name, name, m.Status.ClaimRef)
 			}
 		default:
 			add("inv5: claim %s names machine %s in phase %q", c.Name, name, c.Status.Phase)
@@ -2005,6 +2011,12 @@ func (h *modelHarness) dryRunBattery(ctx context.Context, when string) {
 			bound, err = c.DockeriosV1alpha1().MacOSMachineClaims(modelNS).Get(ctx, cname, metav1.GetOptions{})
 			return err
 		})
+		if err == nil && bound.Status.MachineName != "" {
+			// Bound at create, to the pool's machine Ready longest (which
+			// need not be the one just made Ready): that one is released
+			// when the claim goes.
+			mname = bound.Status.MachineName
+		}
 		// Refused: a machine that is not Ready, and one of another pool.
 		for _, refusal := range []struct {
 			kind string
