@@ -310,11 +310,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	// controller does not restart the clock; a VMI that is never
 	// scheduled, fails or crash-loops counts as much as a silent guest.
 	if o.VM != nil && !ready && !everReady && o.Class != nil && d.Fail == nil && !(running && o.NetworkFault && o.AgentErr != nil) {
-		timeout := v1alpha1.DefaultStartTimeout
-		if o.Class.Spec.StartTimeout != nil {
-			timeout = o.Class.Spec.StartTimeout.Duration
-		}
-		if now.Sub(o.VM.CreationTimestamp.Time) > timeout {
+		if timeout := startTimeout(o.Class); now.Sub(o.VM.CreationTimestamp.Time) > timeout {
 			reason, seen := startBlocker(o, runningSince, running, st.Conditions)
 			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: reason,
 				Message: fmt.Sprintf("the machine was not Ready within the class's startTimeout %s of its VirtualMachine's creation: %s", timeout, seen)}
@@ -367,6 +363,14 @@ func Hung(m *v1alpha1.MacOSMachine) bool {
 	return c != nil && c.Reason == ReasonAgentUnresponsive
 }
 
+// startTimeout is the class's startTimeout, or its default.
+func startTimeout(c *v1alpha1.MacOSMachineClass) time.Duration {
+	if t := c.Spec.StartTimeout; t != nil {
+		return t.Duration
+	}
+	return v1alpha1.DefaultStartTimeout
+}
+
 func agentUnresponsiveTimeout(c *v1alpha1.MacOSMachineClass) time.Duration {
 	if t := c.Spec.AgentUnresponsiveTimeout; t != nil && t.Duration > 0 {
 		return t.Duration
@@ -374,41 +378,41 @@ func agentUnresponsiveTimeout(c *v1alpha1.MacOSMachineClass) time.Duration {
 	return v1alpha1.DefaultAgentUnresponsiveTimeout
 }
 
-// unresponsive says how the running guest's agent has been unresponsive
-// for longer than timeout — not answering since AgentReachable turned
-// False, or answering with a status that has not moved on since
-// lastProgressTime — or "".
-func unresponsive(st v1alpha1.MacOSMachineStatus, timeout time.Duration, now time.Time) string {
+// silentSince says since when the running guest's agent has been
+// unresponsive, and how (a sentence to which the time it has been so is
+// added): not answering since AgentReachable turned False, or answering
+// with a status that has not moved on since lastProgressTime. ok is false
+// while it answers and moves on.
+func silentSince(st *v1alpha1.MacOSMachineStatus) (since time.Time, how string, ok bool) {
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.MachineAgentReachable); c != nil && c.Status != metav1.ConditionTrue {
-		if since := c.LastTransitionTime.Time; now.Sub(since) > timeout {
-			return fmt.Sprintf("the guest agent has not answered for %s (since %s; the class's agentUnresponsiveTimeout is %s): %s",
-				now.Sub(since).Round(time.Second), since.UTC().Format(time.RFC3339), timeout, c.Message)
-		}
-		return ""
+		return c.LastTransitionTime.Time, "the guest agent has not answered (" + c.Message + ")", true
 	}
 	if a := st.Agent; a != nil && a.LastProgressTime != nil {
-		if since := a.LastProgressTime.Time; now.Sub(since) > timeout {
-			return fmt.Sprintf("the guest agent answers, but its status has not moved on for %s (observed %s by the guest's clock; the class's agentUnresponsiveTimeout is %s): its poll loop is stuck",
-				now.Sub(since).Round(time.Second), a.ObservedTime.UTC().Format(time.RFC3339), timeout)
-		}
+		return a.LastProgressTime.Time, "the guest agent answers, but its status (observed " + a.ObservedTime.UTC().Format(time.RFC3339) +
+			" by the guest's clock) has not moved on: its poll loop is stuck", true
 	}
-	return ""
+	return time.Time{}, "", false
+}
+
+// unresponsive says how the running guest's agent has been unresponsive
+// for longer than timeout, or "".
+func unresponsive(st v1alpha1.MacOSMachineStatus, timeout time.Duration, now time.Time) string {
+	since, how, ok := silentSince(&st)
+	if !ok || now.Sub(since) <= timeout {
+		return ""
+	}
+	return fmt.Sprintf("%s for %s, since %s; the class's agentUnresponsiveTimeout is %s",
+		how, now.Sub(since).Round(time.Second), since.UTC().Format(time.RFC3339), timeout)
 }
 
 // hungDeadline is when a machine whose agent is silent (or stuck) now will
 // have been so for its class's agentUnresponsiveTimeout.
 func hungDeadline(st *v1alpha1.MacOSMachineStatus, class *v1alpha1.MacOSMachineClass) (time.Time, bool) {
-	if class == nil {
+	since, _, ok := silentSince(st)
+	if class == nil || !ok {
 		return time.Time{}, false
 	}
-	timeout := agentUnresponsiveTimeout(class)
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.MachineAgentReachable); c != nil && c.Status != metav1.ConditionTrue {
-		return c.LastTransitionTime.Add(timeout), true
-	}
-	if a := st.Agent; a != nil && a.LastProgressTime != nil {
-		return a.LastProgressTime.Add(timeout), true
-	}
-	return time.Time{}, false
+	return since.Add(agentUnresponsiveTimeout(class)), true
 }
 
 // startBlocker names what kept a machine from Ready until its startTimeout

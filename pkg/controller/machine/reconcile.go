@@ -211,11 +211,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 		} else if o.VM != nil && o.Class != nil {
 			// A VM that does not run (not scheduled, failing) may bring no
 			// event when its startTimeout runs out: look then.
-			timeout := v1alpha1.DefaultStartTimeout
-			if o.Class.Spec.StartTimeout != nil {
-				timeout = o.Class.Spec.StartTimeout.Duration
-			}
-			requeue = minPositive(requeue, time.Until(o.VM.CreationTimestamp.Add(timeout))+time.Second)
+			requeue = minPositive(requeue, time.Until(o.VM.CreationTimestamp.Add(startTimeout(o.Class)))+time.Second)
 		}
 	case v1alpha1.MachineReady:
 		requeue = minPositive(requeue, pollReady)

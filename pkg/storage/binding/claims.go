@@ -118,6 +118,8 @@ func (s *claimStorage) Create(ctx context.Context, key string, obj, out runtime.
 // claim of the pool waiting.
 func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *dockerio.MacOSMachineClaim, m *bindable, out runtime.Object) (createOutcome, error) {
 	b := s.b
+	var hideAt int64 // what this attempt learnt of the machine, for the view
+	defer func() { b.view.done(m, hideAt) }()
 	bound := b.boundTo(c, m.machine)
 	mKey := b.machines.Key(m.machine.Namespace, m.machine.Name)
 	queue := b.queuePrefix(c.Namespace, c.Spec.PoolName)
@@ -125,28 +127,21 @@ func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *doc
 	tx.IfAbsent(cKey).IfUnchanged(mKey, m.rev).IfNothingUnder(queue).ReadOnFailure(cKey).ReadFirstUnderOnFailure(queue)
 	written, err := tx.PutObject(ctx, b.claims, cKey, bound)
 	if err != nil {
-		b.view.done(m, false, false)
 		return created, err
 	}
 	if _, err := tx.PutObject(ctx, b.machines, mKey, heldBy(m.machine, c)); err != nil {
-		b.view.done(m, false, false)
 		return created, err
 	}
 	res, err := txn.Commit(ctx, b.client, &tx)
 	if err != nil {
-		b.view.done(m, false, false)
 		return created, err
 	}
-	dryRun := door.IsDryRun(ctx)
 	if res.Succeeded {
-		if !dryRun {
-			b.view.boundAt(m.machine, res.Revision)
-		}
-		b.view.done(m, false, false)
 		if err := written.Into(out, res.Revision); err != nil {
 			return created, err
 		}
-		if !dryRun {
+		if !door.IsDryRun(ctx) {
+			hideAt = res.Revision
 			// No Event: the create's answer and the claim's Bound
 			// condition say it, and an Event per claim would double the
 			// writes a warm pool's claims cost the cluster.
@@ -155,16 +150,14 @@ func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *doc
 		return created, nil
 	}
 	if _, exists := res.Found[cKey]; exists {
-		b.view.done(m, false, false)
 		return created, storage.NewKeyExistsError(key, 0)
 	}
 	for k := range res.Found {
 		if strings.HasPrefix(k, queue) {
-			b.view.done(m, false, false)
 			return joinTheQueue, nil
 		}
 	}
-	b.view.done(m, false, true)
+	hideAt = m.rev // the machine changed since the view saw it
 	return tryAnother, nil
 }
 

@@ -67,19 +67,29 @@ type bindable struct {
 	readySince time.Time
 }
 
-// Bindable says whether m could be bound to a claim of its pool now.
-func Bindable(m *dockerio.MacOSMachine) bool {
+// isBindable says whether m could be bound to a claim of its pool now (the
+// machine's side of refusal).
+func isBindable(m *dockerio.MacOSMachine) bool {
 	return m.Spec.PoolName != "" && m.DeletionTimestamp == nil && m.Status.ClaimRef == nil && ready(m) &&
 		!meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased)
 }
 
-// ReadySince is when m last became Ready; bindings prefer the machine Ready
+// readySince is when m last became Ready; bindings prefer the machine Ready
 // longest.
-func ReadySince(m *dockerio.MacOSMachine) time.Time {
+func readySince(m *dockerio.MacOSMachine) time.Time {
 	if c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineConditionReady); c != nil {
 		return c.LastTransitionTime.Time
 	}
 	return m.CreationTimestamp.Time
+}
+
+// readyLonger orders machines Ready longest first (then by name, so that
+// every replica agrees).
+func (c *bindable) readyLonger(o *bindable) bool {
+	if !c.readySince.Equal(o.readySince) {
+		return c.readySince.Before(o.readySince)
+	}
+	return c.machine.Name < o.machine.Name
 }
 
 func objectKey(namespace, name string) string { return namespace + "/" + name }
@@ -100,7 +110,7 @@ func (v *machineView) apply(m *dockerio.MacOSMachine, deleted bool) {
 	// A machine's pool never changes (spec is immutable), so removing it
 	// from its own pool removes it from the view.
 	ref := poolRef{m.Namespace, m.Spec.PoolName}
-	if deleted || !Bindable(m) {
+	if deleted || !isBindable(m) {
 		if set := v.pools[ref]; set != nil {
 			delete(set, m.Name)
 			if len(set) == 0 {
@@ -114,7 +124,7 @@ func (v *machineView) apply(m *dockerio.MacOSMachine, deleted bool) {
 		set = map[string]*bindable{}
 		v.pools[ref] = set
 	}
-	set[m.Name] = &bindable{machine: m, rev: rev, readySince: ReadySince(m)}
+	set[m.Name] = &bindable{machine: m, rev: rev, readySince: readySince(m)}
 }
 
 // pick returns the machine of namespace/pool Ready longest that matches
@@ -130,8 +140,7 @@ func (v *machineView) pick(namespace, pool string, selector labels.Selector) (b 
 		if v.trying[objectKey(namespace, name)] || (selector != nil && !selector.Matches(labels.Set(c.machine.Labels))) {
 			continue
 		}
-		if b == nil || c.readySince.Before(b.readySince) ||
-			(c.readySince.Equal(b.readySince) && c.machine.Name < b.machine.Name) {
+		if b == nil || c.readyLonger(b) {
 			b = c
 		}
 	}
@@ -141,43 +150,31 @@ func (v *machineView) pick(namespace, pool string, selector labels.Selector) (b 
 	return b, true
 }
 
-// done ends a create's attempt at b. A machine that was bound (bound) or
-// found changed is hidden at the revision the attempt knew, until the
-// watch shows it at a newer one.
-func (v *machineView) done(b *bindable, bound, changed bool) {
+// done ends a create's attempt at b. With hideAt set — the revision of
+// the write that bound the machine, or the revision the attempt found
+// changed — the machine leaves the view until the watch shows it at a
+// newer revision, so that no event older than what the attempt learnt
+// shows it bindable again.
+func (v *machineView) done(b *bindable, hideAt int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	m := b.machine
 	key := objectKey(m.Namespace, m.Name)
 	delete(v.trying, key)
-	if !bound && !changed {
+	if hideAt == 0 {
 		return
 	}
 	ref := poolRef{m.Namespace, m.Spec.PoolName}
 	if set := v.pools[ref]; set != nil {
-		if cur := set[m.Name]; cur != nil && cur.rev <= b.rev {
+		if cur := set[m.Name]; cur != nil && cur.rev <= hideAt {
 			delete(set, m.Name)
 			if len(set) == 0 {
 				delete(v.pools, ref)
 			}
-			if v.hidden[key] < b.rev {
-				v.hidden[key] = b.rev
-			}
 		}
 	}
-}
-
-// boundAt hides a machine this replica bound at revision rev, so that no
-// watch event from before the binding shows it bindable again.
-func (v *machineView) boundAt(m *dockerio.MacOSMachine, rev int64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	key := objectKey(m.Namespace, m.Name)
-	if v.hidden[key] < rev {
-		v.hidden[key] = rev
-	}
-	if set := v.pools[poolRef{m.Namespace, m.Spec.PoolName}]; set != nil {
-		delete(set, m.Name)
+	if v.hidden[key] < hideAt {
+		v.hidden[key] = hideAt
 	}
 }
 
@@ -279,12 +276,7 @@ func (b *Binder) BindableMachines(namespace, pool string) (names []string, known
 	for _, c := range v.pools[poolRef{namespace, pool}] {
 		all = append(all, c)
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].readySince.Equal(all[j].readySince) {
-			return all[i].readySince.Before(all[j].readySince)
-		}
-		return all[i].machine.Name < all[j].machine.Name
-	})
+	sort.Slice(all, func(i, j int) bool { return all[i].readyLonger(all[j]) })
 	for _, c := range all {
 		names = append(names, c.machine.Name)
 	}
