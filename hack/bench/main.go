@@ -260,7 +260,7 @@ type getter struct{ config storagebackend.Config }
 
 func (g getter) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
 	decorator := genericregistry.StorageWithCacher()
-	if gr.Resource == "macosidentities" {
+	if !identityledger.WatchCached(gr) {
 		decorator = generic.UndecoratedStorage
 	}
 	return generic.RESTOptions{

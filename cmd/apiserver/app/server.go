@@ -62,6 +62,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/embeddedetcd"
 	generatedopenapi "github.com/dockerios/dockerios/pkg/generated/openapi"
 	"github.com/dockerios/dockerios/pkg/localpki"
+	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 )
 
 const (
@@ -106,13 +107,9 @@ func NewOptions(out, errOut io.Writer) *Options {
 	}
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
 	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
-	// Identities are many (a fleet's whole stock, 100,000 and more), rarely
-	// listed, and read by the ledger one at a time: a watch cache of them
-	// would hold every one decoded, with its field index and copy-on-write
-	// snapshots, several KiB each. They are read from etcd instead; the
-	// ledger's free-list view keeps allocation free of scans.
-	// --watch-cache-sizes overrides this.
-	o.RecommendedOptions.Etcd.WatchCacheSizes = []string{"macosidentities.dockerios.io#0"}
+	// No watch cache of identities (see DefaultWatchCacheSizes);
+	// --watch-cache-sizes overrides it.
+	o.RecommendedOptions.Etcd.WatchCacheSizes = append([]string(nil), identityledger.DefaultWatchCacheSizes...)
 	return o
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 )
 
 // NewRESTOptions starts an embedded etcd for the test (stopped when the test
@@ -93,7 +94,7 @@ func (g *RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Ob
 	cfg := g.config
 	cfg.Transformer = g.Transformer
 	decorator := generic.UndecoratedStorage
-	if g.WatchCache && gr.Resource != "macosidentities" {
+	if g.WatchCache && identityledger.WatchCached(gr) {
 		// As the apiserver's default --watch-cache-sizes: every resource
 		// but identities behind a watch cache.
 		decorator = genericregistry.StorageWithCacher()

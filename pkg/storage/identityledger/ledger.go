@@ -394,3 +394,17 @@ func contended(resource, name, pool string) error {
 	return apierrors.NewConflict(dockerio.Resource(resource), name,
 		fmt.Errorf("too many concurrent writes raced for the identities of pool %s; retry", pool))
 }
+
+// DefaultWatchCacheSizes is the apiserver's default --watch-cache-sizes: no
+// watch cache of identities. Identities are many (a fleet's whole stock,
+// 100,000 and more), rarely listed, and read by the ledger one at a time:
+// a watch cache would hold every one decoded, with its field index and
+// copy-on-write snapshots, several KiB each. The ledger reads them from
+// etcd instead, and its free-list view keeps allocation free of scans.
+var DefaultWatchCacheSizes = []string{"macosidentities.dockerios.io#0"}
+
+// WatchCached says whether the apiserver, by DefaultWatchCacheSizes, keeps
+// a watch cache of gr; stores built for tests and benchmarks follow it.
+func WatchCached(gr schema.GroupResource) bool {
+	return gr != dockerio.Resource("macosidentities")
+}
