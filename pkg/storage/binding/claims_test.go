@@ -65,13 +65,28 @@ func (e *env) startView(t *testing.T) {
 	go e.binder.RunMachineView(ctx, e.machines.Machine.Store.Storage.Storage)
 }
 
-// waitBindable waits until the view would bind exactly want, in order.
+// waitBindable waits until the view would bind exactly want, in order,
+// to claims of pool warm.
 func (e *env) waitBindable(t *testing.T, want ...string) {
+	t.Helper()
+	e.waitBindableIn(t, "warm", want...)
+}
+
+// caughtUp waits until the view has taken in every write made so far: it
+// applies the watch's events in order, so once it shows a machine made
+// now, it has seen all before.
+func (e *env) caughtUp(t *testing.T) {
+	t.Helper()
+	e.readyMachine(t, "sentinel", func(m *dockerio.MacOSMachine) { m.Spec.PoolName = "sentinel" })
+	e.waitBindableIn(t, "sentinel", "sentinel")
+}
+
+func (e *env) waitBindableIn(t *testing.T, pool string, want ...string) {
 	t.Helper()
 	var names []string
 	var known bool
 	if !assert.Eventually(t, func() bool {
-		names, known = e.binder.BindableMachines(metav1.NamespaceDefault, "warm")
+		names, known = e.binder.BindableMachines(metav1.NamespaceDefault, pool)
 		return known && fmt.Sprint(names) == fmt.Sprint(want)
 	}, 10*time.Second, 5*time.Millisecond) {
 		t.Fatalf("the view never showed %v: it showed %v (loaded: %v)", want, names, known)
@@ -217,7 +232,7 @@ func TestCreate_ClaimsThatCannotTakeAMachineWait(t *testing.T) {
 			e.startView(t)
 			e.waitBindable(t)
 			tc.machine(t, e)
-			time.Sleep(100 * time.Millisecond) // let the view see it
+			e.caughtUp(t)
 			var mutate []func(*dockerio.MacOSMachineClaim)
 			if tc.claim != nil {
 				mutate = append(mutate, tc.claim)
