@@ -111,8 +111,9 @@ func (e *env) testBootdiskInvalidInput(t *testing.T) {
 	assert.Nil(t, failed.Status.IdentityRef, "a failed machine gives its identity back")
 	e.waitEvent(t, ns, "MacOSMachine", "mac", "BootdiskInvalidInput", said)
 	e.waitPoolCounts(t, "invalid", 1, 0)
-	// Not retried: no second attempt is made or counted.
-	time.Sleep(3 * time.Second)
+	// Not retried: past the first retry's backoff (10 s from the Job's
+	// failure), no second attempt is made or counted.
+	time.Sleep(12 * time.Second)
 	events, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=mac"})
 	require.NoError(t, err)
 	for _, ev := range events.Items {

@@ -714,7 +714,7 @@ func (r *Reconciler) holdBackStorage(ctx context.Context, class *v1alpha1.MacOSM
 			}
 			failures = h.Failures + 1
 		}
-		wait := min(r.holdBack()<<min(failures-1, 16), maxHoldBack)
+		wait := min(r.holdBack()<<min(max(failures-1, 0), 16), maxHoldBack)
 		c.Status.StorageHoldBack = &v1alpha1.StorageHoldBack{Failures: failures, Until: metav1.NewTime(r.now().Add(wait))}
 		meta.RemoveStatusCondition(&c.Status.Conditions, ClassStorageAvailable)
 		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: ClassStorageAvailable, Status: metav1.ConditionFalse,

@@ -110,6 +110,17 @@ func ValidateMacOSMachineClassStatusUpdate(c, old *dockerio.MacOSMachineClass) f
 	status := field.NewPath("status")
 	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(c.Status.ObservedGeneration, status.Child("observedGeneration"))...)
 	allErrs = append(allErrs, metav1validation.ValidateConditions(c.Status.Conditions, status.Child("conditions"))...)
+	if h := c.Status.StorageHoldBack; h != nil {
+		hb := status.Child("storageHoldBack")
+		if h.Failures < 1 {
+			allErrs = append(allErrs, field.Invalid(hb.Child("failures"), h.Failures, "must be at least 1: a hold-back follows a failed clone"))
+		}
+		if h.Probe != "" {
+			if ns, name, ok := strings.Cut(h.Probe, "/"); !ok || ns == "" || name == "" {
+				allErrs = append(allErrs, field.Invalid(hb.Child("probe"), h.Probe, "must be <namespace>/<machine>"))
+			}
+		}
+	}
 	return allErrs
 }
 

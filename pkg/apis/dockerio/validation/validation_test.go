@@ -414,6 +414,23 @@ func TestValidateMacOSMachineClassStatusUpdate(t *testing.T) {
 			},
 			want: []fieldErr{duplicate("status.conditions[1]")},
 		},
+		"a storage hold-back with its probe is accepted": {
+			mutate: func(c *dockerio.MacOSMachineClass) {
+				c.Status.StorageHoldBack = &dockerio.StorageHoldBack{Failures: 2, Until: metav1.Now(), Probe: "ci/mac-1"}
+			},
+		},
+		"a storage hold-back without a failure is Invalid": {
+			mutate: func(c *dockerio.MacOSMachineClass) {
+				c.Status.StorageHoldBack = &dockerio.StorageHoldBack{Failures: -3, Until: metav1.Now()}
+			},
+			want: []fieldErr{invalid("status.storageHoldBack.failures")},
+		},
+		"a probe that names no machine is Invalid": {
+			mutate: func(c *dockerio.MacOSMachineClass) {
+				c.Status.StorageHoldBack = &dockerio.StorageHoldBack{Failures: 1, Until: metav1.Now(), Probe: "mac-1"}
+			},
+			want: []fieldErr{invalid("status.storageHoldBack.probe")},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
