@@ -23,6 +23,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/klog/v2"
 
@@ -75,8 +76,8 @@ func (b *Binder) AuditQueue(ctx context.Context) (int, error) {
 		}
 		if res.Succeeded {
 			dropped++
-			b.recorder.Eventf(&corev1.ObjectReference{Kind: "MacOSMachinePool", APIVersion: "dockerios.io/v1alpha1", Namespace: namespace, Name: pool},
-				corev1.EventTypeWarning, "StaleQueueEntry", "dropped the queue entry of MacOSMachineClaim %s, which no longer waits; claims of the pool are bound at create again", name)
+			b.event(&metav1.ObjectMeta{Namespace: namespace, Name: pool}, "MacOSMachinePool", corev1.EventTypeWarning, "StaleQueueEntry",
+				"dropped the queue entry of MacOSMachineClaim %s, which no longer waits; claims of the pool are bound at create again", name)
 		}
 	}
 	return dropped, nil
