@@ -38,6 +38,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &dockeriov1alpha1.AgentReportApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ClaimReference"):
 		return &dockeriov1alpha1.ClaimReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ClassSnapshot"):
+		return &dockeriov1alpha1.ClassSnapshotApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CPUFeature"):
 		return &dockeriov1alpha1.CPUFeatureApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CPUSpec"):

@@ -39,6 +39,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.CPUFeature{}.OpenAPIModelName():                 schema_pkg_apis_dockerio_v1alpha1_CPUFeature(ref),
 		v1alpha1.CPUSpec{}.OpenAPIModelName():                    schema_pkg_apis_dockerio_v1alpha1_CPUSpec(ref),
 		v1alpha1.ClaimReference{}.OpenAPIModelName():             schema_pkg_apis_dockerio_v1alpha1_ClaimReference(ref),
+		v1alpha1.ClassSnapshot{}.OpenAPIModelName():              schema_pkg_apis_dockerio_v1alpha1_ClassSnapshot(ref),
 		v1alpha1.DisplaySpec{}.OpenAPIModelName():                schema_pkg_apis_dockerio_v1alpha1_DisplaySpec(ref),
 		v1alpha1.HostDeviceSpec{}.OpenAPIModelName():             schema_pkg_apis_dockerio_v1alpha1_HostDeviceSpec(ref),
 		v1alpha1.IdentityAllocation{}.OpenAPIModelName():         schema_pkg_apis_dockerio_v1alpha1_IdentityAllocation(ref),
@@ -364,6 +365,37 @@ func schema_pkg_apis_dockerio_v1alpha1_ClaimReference(ref common.ReferenceCallba
 				Required: []string{"name", "uid"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_dockerio_v1alpha1_ClassSnapshot(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClassSnapshot is a MacOSMachineClass's spec at one moment.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"generation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "generation of the class the spec was taken at.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec of the class at that generation.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.MacOSMachineClassSpec{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"generation", "spec"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.MacOSMachineClassSpec{}.OpenAPIModelName()},
 	}
 }
 
@@ -1598,6 +1630,12 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSMachineClassSpec(ref common.Referenc
 							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"nodeLostGracePeriod": {
+						SchemaProps: spec.SchemaProps{
+							Description: "nodeLostGracePeriod is how long a machine whose node stopped being Ready is given for the node to come back before it is failed and replaced. Its VM may still run on the lost node, so the failed machine keeps its identity, fenced (condition IdentityFenced), until its VirtualMachineInstance and launcher pod are confirmed gone; the replacement takes another identity. A machine with host devices cannot move and is failed at once, without this grace. Zero fails at once too. Defaults to 5m.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
 					"preserveDiskOnFailure": {
 						SchemaProps: spec.SchemaProps{
 							Description: "preserveDiskOnFailure keeps the system disk of a failed machine for inspection instead of deleting it with the machine.",
@@ -2041,6 +2079,12 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSMachineStatus(ref common.ReferenceCa
 							Ref:         ref(v1alpha1.ClaimReference{}.OpenAPIModelName()),
 						},
 					},
+					"classSnapshot": {
+						SchemaProps: spec.SchemaProps{
+							Description: "classSnapshot is the class's spec as it was when the machine was created, recorded by the apiserver in the write that creates the machine and never changed after: the machine is made from it, so editing the class changes only machines made afterwards.",
+							Ref:         ref(v1alpha1.ClassSnapshot{}.OpenAPIModelName()),
+						},
+					},
 					"virtualMachineName": {
 						SchemaProps: spec.SchemaProps{
 							Description: "virtualMachineName is the KubeVirt VirtualMachine (and its instance) in the machine's namespace.",
@@ -2083,7 +2127,7 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSMachineStatus(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.AgentReport{}.OpenAPIModelName(), v1alpha1.ClaimReference{}.OpenAPIModelName(), v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.MachineAddress{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
+			v1alpha1.AgentReport{}.OpenAPIModelName(), v1alpha1.ClaimReference{}.OpenAPIModelName(), v1alpha1.ClassSnapshot{}.OpenAPIModelName(), v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1alpha1.MachineAddress{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
 	}
 }
 

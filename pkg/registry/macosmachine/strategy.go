@@ -111,6 +111,7 @@ func (machineStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpat
 	return defaultstrategy.StatusResetFields(
 		fieldpath.MakePathOrDie("status", "identityRef"),
 		fieldpath.MakePathOrDie("status", "claimRef"),
+		fieldpath.MakePathOrDie("status", "classSnapshot"),
 	)
 }
 
@@ -120,6 +121,9 @@ func (machineStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runtim
 	defaultstrategy.KeepMetadataOnStatusWrite(m, oldM)
 	m.Status.IdentityRef = oldM.Status.IdentityRef
 	m.Status.ClaimRef = oldM.Status.ClaimRef
+	// The class snapshot is what the machine is made of: recorded at
+	// create, never rewritten.
+	m.Status.ClassSnapshot = oldM.Status.ClassSnapshot
 	// Released belongs to claim deletion, like claimRef: a status write
 	// can neither set nor clear it.
 	meta.RemoveStatusCondition(&m.Status.Conditions, dockerio.MachineReleased)

@@ -90,6 +90,18 @@ func NewBinder(t testing.TB, getter *RESTOptionsGetter) *binding.Binder {
 // classes and pools a machine or identity refers to.
 func Seed(t testing.TB, getter *RESTOptionsGetter, objs ...runtime.Object) {
 	t.Helper()
+	seed(t, getter, true, objs...)
+}
+
+// Overwrite writes objs into etcd as Seed does, replacing what is there: an
+// edit made behind the apiserver's back, or by another replica.
+func Overwrite(t testing.TB, getter *RESTOptionsGetter, objs ...runtime.Object) {
+	t.Helper()
+	seed(t, getter, false, objs...)
+}
+
+func seed(t testing.TB, getter *RESTOptionsGetter, absent bool, objs ...runtime.Object) {
+	t.Helper()
 	ctx := context.Background()
 	for _, obj := range objs {
 		var gr string
@@ -117,7 +129,10 @@ func Seed(t testing.TB, getter *RESTOptionsGetter, objs ...runtime.Object) {
 		}
 		key := r.Key("", m.GetName())
 		var tx txn.Txn
-		if _, err := tx.IfAbsent(key).PutObject(ctx, r, key, obj); err != nil {
+		if absent {
+			tx.IfAbsent(key)
+		}
+		if _, err := tx.PutObject(ctx, r, key, obj); err != nil {
 			t.Fatal(err)
 		}
 		if res, err := txn.Commit(ctx, getter.Server.V3Client.Client, &tx); err != nil || !res.Succeeded {

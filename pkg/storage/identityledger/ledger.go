@@ -35,6 +35,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -159,33 +160,40 @@ func (l *Ledger) randomBucket() string {
 }
 
 // binding is what a machine's create needs from its class: the pool it
-// draws from, and the revisions at which class and pool were created, so a
-// transaction can require that they are still the ones read.
+// draws from, the class's spec the machine is made from (its snapshot),
+// the revision at which the class was last written and the one at which
+// the pool was created, so a transaction can require that they are still
+// the ones read.
 type binding struct {
-	pool                      string
-	classKey, poolKey         string
-	classCreated, poolCreated int64
+	pool              string
+	classKey, poolKey string
+	classMod          int64
+	poolCreated       int64
+	snapshot          *dockerio.ClassSnapshot
 }
 
-// require adds to tx that class and pool are still those of b.
+// require adds to tx that class and pool are still those of b: the class
+// unchanged since it was read, so that the snapshot a machine records is
+// the class as it is when the machine is created, never an earlier one.
 func (b *binding) require(tx *txn.Txn) {
-	tx.IfCreatedAt(b.classKey, b.classCreated).IfCreatedAt(b.poolKey, b.poolCreated)
+	tx.IfUnchanged(b.classKey, b.classMod).IfCreatedAt(b.poolKey, b.poolCreated)
 }
 
-// stale says whether class or pool were replaced since b was read. It is
-// asked only after a transaction failed, so the extra read is rare.
+// stale says whether the class was written or the pool replaced since b
+// was read. It is asked only after a transaction failed, so the extra read
+// is rare.
 func (b *binding) stale(ctx context.Context, client *clientv3.Client) (bool, error) {
 	resp, err := client.Txn(ctx).Then(clientv3.OpGet(b.classKey, clientv3.WithKeysOnly()), clientv3.OpGet(b.poolKey, clientv3.WithKeysOnly())).Commit()
 	if err != nil {
 		return false, err
 	}
-	created := func(i int) int64 {
+	kv := func(i int) *mvccpb.KeyValue {
 		if kvs := resp.Responses[i].GetResponseRange().GetKvs(); len(kvs) == 1 {
-			return kvs[0].CreateRevision
+			return kvs[0]
 		}
-		return 0
+		return &mvccpb.KeyValue{}
 	}
-	return created(0) != b.classCreated || created(1) != b.poolCreated, nil
+	return kv(0).ModRevision != b.classMod || kv(1).CreateRevision != b.poolCreated, nil
 }
 
 // bindingOf returns the pool m draws from: its class's. The answer is
@@ -245,7 +253,8 @@ func (l *Ledger) classBinding(ctx context.Context, kind schema.GroupKind, name, 
 		return nil, apierrors.NewInvalid(kind, name, field.ErrorList{
 			field.Invalid(classField, className, fmt.Sprintf("the class's SMBIOS model %s differs from %s, the model of its MacOSIdentityPool %q", class.Spec.SMBIOSModel, model, poolName))})
 	}
-	b := &binding{pool: poolName, classKey: classKey, poolKey: poolKey, classCreated: classRevs.Create, poolCreated: poolRevs.Create}
+	b := &binding{pool: poolName, classKey: classKey, poolKey: poolKey, classMod: classRevs.Mod, poolCreated: poolRevs.Create,
+		snapshot: &dockerio.ClassSnapshot{Generation: class.Generation, Spec: *class.Spec.DeepCopy()}}
 	l.classView.put(className, b, token)
 	return b, nil
 }

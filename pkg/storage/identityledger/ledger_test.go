@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -473,4 +474,120 @@ func TestMachineCreate_NoticesAClassReplacedSinceItWasRead(t *testing.T) {
 	require.NotNil(t, m.Status.IdentityRef, "the machine drew from the class's new pool")
 	assert.Equal(t, id.Name, m.Status.IdentityRef.Name)
 	e.assertConsistent(t)
+}
+
+// failMachine writes the machine Failed through the status subresource, as
+// the controller does, fenced or not.
+func (i *instance) failMachine(t *testing.T, name string, fenced bool) *dockerio.MacOSMachine {
+	t.Helper()
+	failed := i.machine(t, name).DeepCopy()
+	failed.Status.Phase = dockerio.MachineFailed
+	if fenced {
+		meta.SetStatusCondition(&failed.Status.Conditions, metav1.Condition{Type: dockerio.MachineIdentityFenced, Status: metav1.ConditionTrue,
+			Reason: "NodeLost", Message: "its VM may still run on a lost node"})
+	}
+	return i.updateStatus(t, failed)
+}
+
+func (i *instance) updateStatus(t *testing.T, m *dockerio.MacOSMachine) *dockerio.MacOSMachine {
+	t.Helper()
+	obj, _, err := i.machines.Status.Update(i.nsCtx(), m.Name, rest.DefaultUpdatedObjectInfo(m), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return obj.(*dockerio.MacOSMachine)
+}
+
+// Rule 9: a machine whose VM may still run keeps its identity when it
+// fails, and gives it back in the write that lifts the fence.
+func TestMachineFailedFenced_KeepsItsIdentityUntilTheFenceIsLifted(t *testing.T) {
+	e := newEnv(t)
+	id := e.addIdentity(t, e.nextIdentity())
+	e.createMachine(t, "lost")
+	e.createMachine(t, "waiter")
+
+	got := e.failMachine(t, "lost", true)
+	assert.Equal(t, dockerio.MachineFailed, got.Status.Phase)
+	require.NotNil(t, got.Status.IdentityRef, "a fenced machine keeps its identity")
+	assert.Equal(t, id.Name, got.Status.IdentityRef.Name)
+	assert.Equal(t, "lost", e.identity(t, id.Name).Status.Allocation.MachineName)
+	assert.Nil(t, e.machine(t, "waiter").Status.IdentityRef, "nobody else gets a fenced identity")
+	e.assertConsistent(t)
+
+	// A later status write that keeps the fence changes nothing.
+	again := got.DeepCopy()
+	meta.SetStatusCondition(&again.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "NodeLost", Message: "still lost"})
+	assert.NotNil(t, e.updateStatus(t, again).Status.IdentityRef)
+
+	lifted := e.machine(t, "lost").DeepCopy()
+	meta.SetStatusCondition(&lifted.Status.Conditions, metav1.Condition{Type: dockerio.MachineIdentityFenced, Status: metav1.ConditionFalse,
+		Reason: "VirtualMachineGone", Message: "its VirtualMachineInstance is gone"})
+	got = e.updateStatus(t, lifted)
+	assert.Nil(t, got.Status.IdentityRef)
+	assert.Equal(t, identityledger.ReasonReleased, identityCondition(got).Reason)
+	assert.Contains(t, identityCondition(got).Message, "confirmed gone")
+	assert.Equal(t, "waiter", e.identity(t, id.Name).Status.Allocation.MachineName, "the waiting machine took it once the fence was lifted")
+	e.assertConsistent(t)
+}
+
+func TestMachineFailedFenced_GivesItsIdentityBackWhenDeleted(t *testing.T) {
+	e := newEnv(t)
+	id := e.addIdentity(t, e.nextIdentity())
+	e.createMachine(t, "lost")
+	e.failMachine(t, "lost", true)
+	e.deleteMachine(t, "lost")
+	assert.Nil(t, e.identity(t, id.Name).Status.Allocation)
+	e.assertConsistent(t)
+}
+
+func TestMachineFailedFenced_WhileWaitingStillStopsWaiting(t *testing.T) {
+	e := newEnv(t)
+	e.createMachine(t, "mac-1")
+	got := e.failMachine(t, "mac-1", true)
+	assert.Nil(t, got.Status.IdentityRef)
+	id := e.addIdentity(t, e.nextIdentity())
+	assert.Nil(t, id.Status.Allocation, "only a held identity can be fenced; a failed machine takes none")
+	e.assertConsistent(t)
+}
+
+// Rule 10: a machine records its class's spec at create; a status write
+// cannot change it, and a class edited since the apiserver last read it is
+// read again, so the snapshot is never of an earlier class.
+func TestMachineCreate_RecordsTheClassAsItIs(t *testing.T) {
+	shared := registrytest.NewRESTOptionsGetter(t)
+	registrytest.Seed(t, shared, registrytest.MachineClass("standard"), registrytest.IdentityPool("imacpro"))
+	i := newProductionInstance(t, shared)
+
+	m := i.createMachine(t, "mac-1")
+	require.NotNil(t, m.Status.ClassSnapshot)
+	assert.Equal(t, int32(1920), m.Status.ClassSnapshot.Spec.Display.Width)
+	assert.Equal(t, "sonoma", m.Status.ClassSnapshot.Spec.ImageName)
+
+	// Wait until the class view remembers the class, and keep what it
+	// remembers.
+	var remembered any
+	require.Eventually(t, func() bool {
+		_, err := i.ledger.IdentityPoolOf(context.Background(), dockerio.Kind("MacOSMachine"), "probe", "standard")
+		require.NoError(t, err)
+		remembered = i.ledger.RememberedClass("standard")
+		return remembered != nil
+	}, 10*time.Second, 20*time.Millisecond)
+
+	edited := registrytest.MachineClass("standard")
+	edited.UID, edited.Generation = "seeded-standard", 2
+	edited.Spec.Display = dockerio.DisplaySpec{Width: 1280, Height: 800}
+	registrytest.Overwrite(t, shared, edited)
+	// The view hears of the edit; put back what it remembered before, as
+	// a view whose watch is behind would still have it.
+	require.Eventually(t, func() bool { return i.ledger.RememberedClass("standard") == nil }, 10*time.Second, 10*time.Millisecond)
+	i.ledger.Remember("standard", remembered)
+
+	m2 := i.createMachine(t, "mac-2")
+	require.NotNil(t, m2.Status.ClassSnapshot)
+	assert.Equal(t, int32(1280), m2.Status.ClassSnapshot.Spec.Display.Width, "made from the class as it is, not as the view remembered it")
+	assert.Equal(t, int64(2), m2.Status.ClassSnapshot.Generation)
+
+	// Status writes cannot touch the snapshot.
+	rewrite := i.machine(t, "mac-1").DeepCopy()
+	rewrite.Status.ClassSnapshot.Spec.Display.Width = 640
+	assert.Equal(t, int32(1920), i.updateStatus(t, rewrite).Status.ClassSnapshot.Spec.Display.Width)
+	assert.Equal(t, int32(1920), i.machine(t, "mac-1").Status.ClassSnapshot.Spec.Display.Width)
 }

@@ -23,6 +23,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage"
@@ -78,8 +79,12 @@ func (s *machineStorage) Create(ctx context.Context, key string, obj, out runtim
 	if err != nil {
 		return err
 	}
+	m = m.DeepCopy()
 	authorized := ""
 	for attempt := range l.attempts(ctx) {
+		// The machine is made from its class as the transaction requires
+		// it to be (rule 10): later edits of the class do not reach it.
+		m.Status.ClassSnapshot = b.snapshot.DeepCopy()
 		if b.pool != authorized && s.authorize != nil {
 			if err := s.authorize(ctx, m, b.pool); err != nil {
 				return err
@@ -370,11 +375,24 @@ func (s *machineStorage) interceptLosingClaim(output runtime.Object, rev int64) 
 	}
 }
 
-// interceptFailing takes over the update that moves a machine to Failed.
+// interceptFailing takes over the updates after which a failed machine
+// holds nothing: the move to Failed, and the lifting of a failed machine's
+// fence. A machine whose VM may still run (condition IdentityFenced True,
+// rule 9) keeps its identity when it fails, and gives it back in the
+// write that says its VM is confirmed gone, or when it is deleted. Only a
+// held identity can be fenced: a machine failing while it waits for one
+// always stops waiting.
 func (s *machineStorage) interceptFailing(input, output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
 	old, ok1 := input.(*dockerio.MacOSMachine)
 	updated, ok2 := output.(*dockerio.MacOSMachine)
-	if !ok1 || !ok2 || updated.Status.Phase != dockerio.MachineFailed || old.Status.Phase == dockerio.MachineFailed {
+	if !ok1 || !ok2 || updated.Status.Phase != dockerio.MachineFailed {
+		return nil
+	}
+	holds := old.Status.IdentityRef != nil
+	switch {
+	case holds && Fenced(updated):
+		return nil
+	case old.Status.Phase == dockerio.MachineFailed && !holds:
 		return nil
 	}
 	f := &failTransition{old: old, updated: updated, rev: rev}
@@ -388,12 +406,21 @@ type failTransition struct {
 	rev          int64
 }
 
+// Fenced says whether a machine's identity is fenced: its VM may still run,
+// so the identity stays held even though the machine failed.
+func Fenced(m *dockerio.MacOSMachine) bool {
+	return meta.IsStatusConditionTrue(m.Status.Conditions, dockerio.MachineIdentityFenced)
+}
+
 // failAndRelease writes the Failed machine without its identity and releases
 // the identity, if the machine is still as the update saw it.
 func (s *machineStorage) failAndRelease(ctx context.Context, mKey string, f *failTransition, destination runtime.Object) (bool, error) {
 	l := s.l
 	failed := f.updated.DeepCopy()
-	if ref := f.old.Status.IdentityRef; ref != nil {
+	if ref := f.old.Status.IdentityRef; ref != nil && f.old.Status.Phase == dockerio.MachineFailed {
+		l.setIdentityCondition(failed, metav1.ConditionFalse, ReasonReleased,
+			fmt.Sprintf("MacOSIdentity %s was given back once the failed machine's VM was confirmed gone", ref.Name))
+	} else if ref != nil {
 		l.setIdentityCondition(failed, metav1.ConditionFalse, ReasonReleased,
 			fmt.Sprintf("MacOSIdentity %s was given back when the machine failed", ref.Name))
 	} else {

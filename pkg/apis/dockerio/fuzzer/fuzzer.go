@@ -75,6 +75,9 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 			if s.AgentUnresponsiveTimeout == nil {
 				s.AgentUnresponsiveTimeout = &metav1.Duration{Duration: time.Duration(c.Int63n(3600)+1) * time.Second}
 			}
+			if s.NodeLostGracePeriod == nil {
+				s.NodeLostGracePeriod = &metav1.Duration{Duration: time.Duration(c.Int63n(3600)) * time.Second}
+			}
 		},
 		func(s *dockerio.MacOSMachinePoolSpec, c randfill.Continue) {
 			c.FillNoCustom(s)

@@ -38,6 +38,11 @@ const (
 	// DefaultAgentUnresponsiveTimeout is a few of the controller's agent
 	// polls, long enough that a busy guest is not replaced on a blip.
 	DefaultAgentUnresponsiveTimeout = 3 * time.Minute
+	// DefaultNodeLostGracePeriod matches how long Kubernetes lets pods
+	// tolerate an unreachable node before evicting them, and KubeVirt's
+	// virt-handler heartbeat timeout: a kubelet or network hiccup shorter
+	// than that never costs a workload its Mac.
+	DefaultNodeLostGracePeriod = 5 * time.Minute
 	DefaultPoolReplicas             = 1
 	DefaultMemory                   = "8Gi"
 	DefaultSystemDiskBus            = DiskBusNVMe
@@ -84,6 +89,9 @@ func SetDefaults_MacOSMachineClassSpec(obj *MacOSMachineClassSpec) {
 	}
 	if obj.AgentUnresponsiveTimeout == nil {
 		obj.AgentUnresponsiveTimeout = &metav1.Duration{Duration: DefaultAgentUnresponsiveTimeout}
+	}
+	if obj.NodeLostGracePeriod == nil {
+		obj.NodeLostGracePeriod = &metav1.Duration{Duration: DefaultNodeLostGracePeriod}
 	}
 }
 

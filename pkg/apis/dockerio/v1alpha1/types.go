@@ -96,6 +96,16 @@ type MacOSMachineClassSpec struct {
 	// agent network, not of the guests). Defaults to 3m.
 	// +optional
 	AgentUnresponsiveTimeout *metav1.Duration `json:"agentUnresponsiveTimeout,omitempty"`
+	// nodeLostGracePeriod is how long a machine whose node stopped being
+	// Ready is given for the node to come back before it is failed and
+	// replaced. Its VM may still run on the lost node, so the failed
+	// machine keeps its identity, fenced (condition IdentityFenced), until
+	// its VirtualMachineInstance and launcher pod are confirmed gone; the
+	// replacement takes another identity. A machine with host devices
+	// cannot move and is failed at once, without this grace. Zero fails
+	// at once too. Defaults to 5m.
+	// +optional
+	NodeLostGracePeriod *metav1.Duration `json:"nodeLostGracePeriod,omitempty"`
 	// preserveDiskOnFailure keeps the system disk of a failed machine for
 	// inspection instead of deleting it with the machine.
 	// +optional
@@ -545,6 +555,12 @@ const (
 	MachineAgentReachable        = "AgentReachable"
 	MachineGuestReady            = "GuestReady"
 	MachineConditionReady        = "Ready"
+	// MachineIdentityFenced is True while a machine that failed or is being
+	// torn down keeps its identity because its VM may still run (its node
+	// is lost, or its VirtualMachineInstance is not confirmed gone): the
+	// identity is given back only once the VM is, so that no two running
+	// VMs ever carry the same identity.
+	MachineIdentityFenced = "IdentityFenced"
 	// MachineReleased is True once the claim the machine served was
 	// deleted. Written only by the apiserver, in the transaction that
 	// deletes the claim, and never removed: a released machine has had a
@@ -578,6 +594,12 @@ type MacOSMachineStatus struct {
 	// machine is bound to. Written only by the bind subresource.
 	// +optional
 	ClaimRef *ClaimReference `json:"claimRef,omitempty"`
+	// classSnapshot is the class's spec as it was when the machine was
+	// created, recorded by the apiserver in the write that creates the
+	// machine and never changed after: the machine is made from it, so
+	// editing the class changes only machines made afterwards.
+	// +optional
+	ClassSnapshot *ClassSnapshot `json:"classSnapshot,omitempty"`
 	// virtualMachineName is the KubeVirt VirtualMachine (and its instance)
 	// in the machine's namespace.
 	// +optional
@@ -592,6 +614,14 @@ type MacOSMachineStatus struct {
 	// agent is the last report of the guest agent.
 	// +optional
 	Agent *AgentReport `json:"agent,omitempty"`
+}
+
+// ClassSnapshot is a MacOSMachineClass's spec at one moment.
+type ClassSnapshot struct {
+	// generation of the class the spec was taken at.
+	Generation int64 `json:"generation"`
+	// spec of the class at that generation.
+	Spec MacOSMachineClassSpec `json:"spec"`
 }
 
 // LocalObjectReference names an object by name alone.

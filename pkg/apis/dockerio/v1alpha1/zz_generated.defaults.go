@@ -29,11 +29,19 @@ import (
 // Public to allow building arbitrary schemes.
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
+	scheme.AddTypeDefaultingFunc(&MacOSMachine{}, func(obj interface{}) { SetObjectDefaults_MacOSMachine(obj.(*MacOSMachine)) })
 	scheme.AddTypeDefaultingFunc(&MacOSMachineClass{}, func(obj interface{}) { SetObjectDefaults_MacOSMachineClass(obj.(*MacOSMachineClass)) })
 	scheme.AddTypeDefaultingFunc(&MacOSMachineClassList{}, func(obj interface{}) { SetObjectDefaults_MacOSMachineClassList(obj.(*MacOSMachineClassList)) })
+	scheme.AddTypeDefaultingFunc(&MacOSMachineList{}, func(obj interface{}) { SetObjectDefaults_MacOSMachineList(obj.(*MacOSMachineList)) })
 	scheme.AddTypeDefaultingFunc(&MacOSMachinePool{}, func(obj interface{}) { SetObjectDefaults_MacOSMachinePool(obj.(*MacOSMachinePool)) })
 	scheme.AddTypeDefaultingFunc(&MacOSMachinePoolList{}, func(obj interface{}) { SetObjectDefaults_MacOSMachinePoolList(obj.(*MacOSMachinePoolList)) })
 	return nil
+}
+
+func SetObjectDefaults_MacOSMachine(in *MacOSMachine) {
+	if in.Status.ClassSnapshot != nil {
+		SetDefaults_MacOSMachineClassSpec(&in.Status.ClassSnapshot.Spec)
+	}
 }
 
 func SetObjectDefaults_MacOSMachineClass(in *MacOSMachineClass) {
@@ -44,6 +52,13 @@ func SetObjectDefaults_MacOSMachineClassList(in *MacOSMachineClassList) {
 	for i := range in.Items {
 		a := &in.Items[i]
 		SetObjectDefaults_MacOSMachineClass(a)
+	}
+}
+
+func SetObjectDefaults_MacOSMachineList(in *MacOSMachineList) {
+	for i := range in.Items {
+		a := &in.Items[i]
+		SetObjectDefaults_MacOSMachine(a)
 	}
 }
 

@@ -47,6 +47,11 @@ func (in ClaimReference) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ClassSnapshot) OpenAPIModelName() string {
+	return "io.dockerios.v1alpha1.ClassSnapshot"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in DisplaySpec) OpenAPIModelName() string {
 	return "io.dockerios.v1alpha1.DisplaySpec"
 }

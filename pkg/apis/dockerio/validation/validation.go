@@ -215,6 +215,11 @@ func validateMachineClassSpec(s *dockerio.MacOSMachineClassSpec, fld *field.Path
 			allErrs = append(allErrs, field.Invalid(fld.Child("agentUnresponsiveTimeout"), d.String(), fmt.Sprintf("must be more than 0 and at most %s", maxStartTimeout)))
 		}
 	}
+	if s.NodeLostGracePeriod != nil {
+		if d := s.NodeLostGracePeriod.Duration; d < 0 || d > maxStartTimeout {
+			allErrs = append(allErrs, field.Invalid(fld.Child("nodeLostGracePeriod"), d.String(), fmt.Sprintf("must be at least 0 (fail at once) and at most %s", maxStartTimeout)))
+		}
+	}
 
 	allErrs = append(allErrs, validateImageRef(s.BootdiskBuilderImage, fld.Child("bootdiskBuilderImage"))...)
 	return allErrs

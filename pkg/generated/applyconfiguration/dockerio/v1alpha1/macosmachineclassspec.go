@@ -68,6 +68,15 @@ type MacOSMachineClassSpecApplyConfiguration struct {
 	// not apply while many agents are unreachable at once (a fault of the
 	// agent network, not of the guests). Defaults to 3m.
 	AgentUnresponsiveTimeout *v1.Duration `json:"agentUnresponsiveTimeout,omitempty"`
+	// nodeLostGracePeriod is how long a machine whose node stopped being
+	// Ready is given for the node to come back before it is failed and
+	// replaced. Its VM may still run on the lost node, so the failed
+	// machine keeps its identity, fenced (condition IdentityFenced), until
+	// its VirtualMachineInstance and launcher pod are confirmed gone; the
+	// replacement takes another identity. A machine with host devices
+	// cannot move and is failed at once, without this grace. Zero fails
+	// at once too. Defaults to 5m.
+	NodeLostGracePeriod *v1.Duration `json:"nodeLostGracePeriod,omitempty"`
 	// preserveDiskOnFailure keeps the system disk of a failed machine for
 	// inspection instead of deleting it with the machine.
 	PreserveDiskOnFailure *bool `json:"preserveDiskOnFailure,omitempty"`
@@ -172,6 +181,14 @@ func (b *MacOSMachineClassSpecApplyConfiguration) WithStartTimeout(value v1.Dura
 // If called multiple times, the AgentUnresponsiveTimeout field is set to the value of the last call.
 func (b *MacOSMachineClassSpecApplyConfiguration) WithAgentUnresponsiveTimeout(value v1.Duration) *MacOSMachineClassSpecApplyConfiguration {
 	b.AgentUnresponsiveTimeout = &value
+	return b
+}
+
+// WithNodeLostGracePeriod sets the NodeLostGracePeriod field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NodeLostGracePeriod field is set to the value of the last call.
+func (b *MacOSMachineClassSpecApplyConfiguration) WithNodeLostGracePeriod(value v1.Duration) *MacOSMachineClassSpecApplyConfiguration {
+	b.NodeLostGracePeriod = &value
 	return b
 }
 

@@ -41,6 +41,11 @@ type MacOSMachineStatusApplyConfiguration struct {
 	// claimRef names the MacOSMachineClaim, in the machine's namespace, the
 	// machine is bound to. Written only by the bind subresource.
 	ClaimRef *ClaimReferenceApplyConfiguration `json:"claimRef,omitempty"`
+	// classSnapshot is the class's spec as it was when the machine was
+	// created, recorded by the apiserver in the write that creates the
+	// machine and never changed after: the machine is made from it, so
+	// editing the class changes only machines made afterwards.
+	ClassSnapshot *ClassSnapshotApplyConfiguration `json:"classSnapshot,omitempty"`
 	// virtualMachineName is the KubeVirt VirtualMachine (and its instance)
 	// in the machine's namespace.
 	VirtualMachineName *string `json:"virtualMachineName,omitempty"`
@@ -100,6 +105,14 @@ func (b *MacOSMachineStatusApplyConfiguration) WithIdentityRef(value *LocalObjec
 // If called multiple times, the ClaimRef field is set to the value of the last call.
 func (b *MacOSMachineStatusApplyConfiguration) WithClaimRef(value *ClaimReferenceApplyConfiguration) *MacOSMachineStatusApplyConfiguration {
 	b.ClaimRef = value
+	return b
+}
+
+// WithClassSnapshot sets the ClassSnapshot field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ClassSnapshot field is set to the value of the last call.
+func (b *MacOSMachineStatusApplyConfiguration) WithClassSnapshot(value *ClassSnapshotApplyConfiguration) *MacOSMachineStatusApplyConfiguration {
+	b.ClassSnapshot = value
 	return b
 }
 
