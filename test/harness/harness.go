@@ -212,6 +212,7 @@ type Harness struct {
 	unschedulable  map[string]bool // machine UID → its VMIs find no node
 	partitioned    bool
 	lostNodes      map[string]time.Time
+	deletedNodes   map[string]bool // Nodes deleted while lost, until restored
 	nextNode       int
 	guests         map[string]*guest // "ns/name" of the VMI
 	ips            map[string]bool
@@ -256,6 +257,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		stalled:        map[string]bool{},
 		unschedulable:  map[string]bool{},
 		lostNodes:      map[string]time.Time{},
+		deletedNodes:   map[string]bool{},
 		guests:         map[string]*guest{},
 		ips:            map[string]bool{},
 		// A random start keeps harnesses of test packages running in
@@ -309,10 +311,26 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 			return nil, err
 		}
 	}
+	// Nodes: a deleted Node takes its pods with it (the pod garbage
+	// collector), which is what lets KubeVirt let go of its VMIs.
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.Set{partOfLabel: partOfValue}.String()
+	}))
+	if _, err := nodeFactory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: h.nodeDeleted}); err != nil {
+		h.Stop()
+		return nil, err
+	}
+	nodeFactory.Start(h.ctx.Done())
 	kubeFactory.Start(h.ctx.Done())
 	dynFactory.Start(h.ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	for typ, ok := range nodeFactory.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			h.Stop()
+			return nil, fmt.Errorf("harness: %v informer did not sync", typ)
+		}
+	}
 	for typ, ok := range kubeFactory.WaitForCacheSync(syncCtx.Done()) {
 		if !ok {
 			h.Stop()

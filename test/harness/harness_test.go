@@ -633,6 +633,23 @@ func (e *testEnv) testVirtualMachine(t *testing.T) {
 			}
 			return ""
 		})
+		// KubeVirt deletes the failed VMI to restart the VM, but its
+		// launcher pod cannot be confirmed gone from an unreachable node:
+		// the VMI stays, and no replacement starts, while the Node exists.
+		framework.Eventually(t, 15*time.Second, func() string {
+			if v := e.getVMI(t, name); v.UID != vmi.UID || v.DeletionTimestamp == nil {
+				return fmt.Sprintf("the failed VMI is not being deleted (uid %s, deletionTimestamp %v)", v.UID, v.DeletionTimestamp)
+			}
+			return ""
+		})
+		time.Sleep(2 * time.Second)
+		if v := e.getVMI(t, name); v.UID != vmi.UID || !slices.Contains(v.Finalizers, kubevirtv1.VirtualMachineInstanceFinalizer) {
+			t.Fatalf("the VMI on the lost node went before its Node did: uid %s, finalizers %v", v.UID, v.Finalizers)
+		}
+		// Deleting the Node (a person who knows the host is off) lets it go.
+		if err := e.kube.CoreV1().Nodes().Delete(t.Context(), node, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		vmi, addr = e.waitRunning(t, name, vmi.UID)
 		if vmi.Status.NodeName == node {
 			t.Errorf("replacement VMI scheduled on the lost node %s", node)
@@ -640,6 +657,9 @@ func (e *testEnv) testVirtualMachine(t *testing.T) {
 		waitStage(t, addr, token, api.StageReady)
 		if err := e.h.RestoreNode(node); err != nil {
 			t.Fatal(err)
+		}
+		if _, err := e.kube.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{}); err != nil {
+			t.Errorf("the restored node: %v", err)
 		}
 	})
 

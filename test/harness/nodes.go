@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
@@ -35,23 +36,65 @@ import (
 // "false" on a node whose virt-handler stopped reporting.
 const schedulableLabel = "kubevirt.io/schedulable"
 
+// The label on the harness's Nodes.
+const (
+	partOfLabel = "app.kubernetes.io/part-of"
+	partOfValue = "dockerios-test-harness"
+)
+
 // ensureNodes creates the fake Nodes (or resets ones an earlier harness
 // left) as Ready, schedulable and untainted.
 func (h *Harness) ensureNodes(ctx context.Context) error {
 	for _, name := range h.cfg.Nodes {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-			"app.kubernetes.io/part-of": "dockerios-test-harness", schedulableLabel: "true",
-		}}}
-		_, err := h.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating Node %s: %w", name, err)
-		}
-		if err := h.setNodeReady(ctx, name, true); err != nil {
+		if err := h.ensureNode(ctx, name); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (h *Harness) ensureNode(ctx context.Context, name string) error {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+		partOfLabel: partOfValue, schedulableLabel: "true",
+	}}}
+	_, err := h.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Node %s: %w", name, err)
+	}
+	return h.setNodeReady(ctx, name, true)
+}
+
+// nodeDeleted plays the pod garbage collector for a deleted Node: the
+// launcher pods bound to it are removed, so KubeVirt fails its VMIs and
+// lets go of those being deleted. A Node deleted while it was not lost
+// is the same to the harness (its guests die with it).
+func (h *Harness) nodeDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	n, ok := obj.(*corev1.Node)
+	if !ok || !slices.Contains(h.cfg.Nodes, n.Name) {
+		return
+	}
+	h.mu.Lock()
+	if _, lost := h.lostNodes[n.Name]; !lost {
+		h.lostNodes[n.Name] = time.Now()
+	}
+	h.deletedNodes[n.Name] = true
+	var victims []*guest
+	for _, g := range h.guests {
+		if g.node == n.Name && !g.lost {
+			g.lost = true
+			victims = append(victims, g)
+		}
+	}
+	h.mu.Unlock()
+	for _, g := range victims {
+		h.stopAgent(g, true)
+	}
+	h.logf("Node %s deleted: its launcher pods are gone", n.Name)
+	h.requeueVMIsOn(n.Name)
 }
 
 // setNodeReady writes a Node as its kubelet (ready) or as the node
@@ -159,7 +202,8 @@ func (h *Harness) LoseNode(node string) error {
 	return nil
 }
 
-// RestoreNode brings a lost node back (Ready, schedulable). Guests that
+// RestoreNode brings a lost node back (Ready, schedulable), re-creating
+// its Node if it was deleted (a repaired host joining again). Guests that
 // died with it do not come back: their VMIs, still Running, are failed as
 // virt-handler finds their domains gone.
 func (h *Harness) RestoreNode(node string) error {
@@ -168,10 +212,11 @@ func (h *Harness) RestoreNode(node string) error {
 	}
 	h.mu.Lock()
 	delete(h.lostNodes, node)
+	delete(h.deletedNodes, node)
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
-	if err := h.setNodeReady(ctx, node, true); err != nil {
+	if err := h.ensureNode(ctx, node); err != nil {
 		return err
 	}
 	h.requeueVMIsOn(node)

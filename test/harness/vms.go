@@ -18,7 +18,9 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -202,6 +204,9 @@ func (h *Harness) createVMI(ctx context.Context, vm *kubevirtv1.VirtualMachine) 
 	vmi.Name, vmi.GenerateName, vmi.Namespace = vm.Name, "", vm.Namespace
 	vmi.ResourceVersion, vmi.UID = "", ""
 	vmi.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.VirtualMachineGroupVersionKind)}
+	// virt-controller removes it only once the VMI is final and its
+	// launcher pod is gone: a VMI outlives every pod that could run it.
+	vmi.Finalizers = append(vmi.Finalizers, kubevirtv1.VirtualMachineInstanceFinalizer)
 	m, err := toMap(vmi)
 	if err != nil {
 		return err
@@ -239,6 +244,42 @@ func (h *Harness) deleteVMI(ctx context.Context, vmi *kubevirtv1.VirtualMachineI
 	}
 	h.logf("VirtualMachineInstance %s/%s deleted: %s", vmi.Namespace, vmi.Name, why)
 	return nil
+}
+
+// launcherPod says whether vmi's virt-launcher pod is gone because its
+// node was deleted (the pod garbage collector removes the pods of a
+// deleted node), or stuck: on a lost node that still exists, where the
+// pod cannot be confirmed terminated.
+func (h *Harness) launcherPod(vmi *kubevirtv1.VirtualMachineInstance) (gone, stuck bool) {
+	node := vmi.Status.NodeName
+	if node == "" {
+		return false, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.deletedNodes[node] {
+		return true, false
+	}
+	_, lost := h.lostNodes[node]
+	return false, lost
+}
+
+// finalizeVMI removes KubeVirt's finalizer from vmi, as virt-controller
+// does once the VMI is final and its pods are gone.
+func (h *Harness) finalizeVMI(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) error {
+	if !slices.Contains(vmi.Finalizers, kubevirtv1.VirtualMachineInstanceFinalizer) {
+		return nil
+	}
+	kept := slices.DeleteFunc(slices.Clone(vmi.Finalizers), func(f string) bool { return f == kubevirtv1.VirtualMachineInstanceFinalizer })
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": kept, "resourceVersion": vmi.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	_, err = h.dyn.Resource(VirtualMachineInstanceGVR).Namespace(vmi.Namespace).Patch(ctx, vmi.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 func setPhase(st *kubevirtv1.VirtualMachineInstanceStatus, p kubevirtv1.VirtualMachineInstancePhase, now metav1.Time) {
@@ -311,9 +352,26 @@ func (h *Harness) syncVMI(ctx context.Context, namespace, name string) error {
 		h.seenVMIs[vmi.UID] = namespace + "/" + name
 	}
 	h.mu.Unlock()
+	podGone, podStuck := h.launcherPod(vmi)
 	if vmi.DeletionTimestamp != nil {
 		h.stopGuest(namespace, name, vmi.UID, false)
-		return nil
+		if podStuck {
+			// The launcher pod stays Terminating on an unreachable node:
+			// nothing can confirm the VM stopped, so the VMI stays.
+			return nil
+		}
+		return h.finalizeVMI(ctx, vmi)
+	}
+	if podGone && !vmiFinal(vmi) {
+		// The pod was removed under the VMI (its node deleted, so the pod
+		// garbage collector removed it): virt-controller fails the VMI.
+		return h.failVMI(ctx, vmi, "", corev1.ConditionFalse, kubevirtv1.PodNotExistsReason, "virt-launcher pod is gone")
+	}
+	if vmiFinal(vmi) && !podStuck {
+		// Its launcher pod has ended: nothing holds the VMI any more.
+		if err := h.finalizeVMI(ctx, vmi); err != nil {
+			return err
+		}
 	}
 	k := key{kindVMI, namespace, name}
 	now := metav1.Now()
