@@ -49,6 +49,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("MachineLifecycle", e.testMachineLifecycle)
 	t.Run("PoolFillsAndClaimsBind", e.testPoolAndClaims)
 	t.Run("ClassClaimGetsAMachineOfItsOwn", e.testClassClaim)
+	t.Run("AgentNetworkCarriesTheIdentityMAC", e.testAgentNetwork)
 	t.Run("FailureRules", e.testFailureRules)
 	t.Run("CrashStorm", e.testCrashStorm)
 	t.Run("ArtifactsApplyWithKustomize", e.testArtifacts)

@@ -460,8 +460,7 @@ func (h *Harness) startVMI(ctx context.Context, vmi *kubevirtv1.VirtualMachineIn
 		v.Status.Interfaces = nil
 		for i, n := range nets {
 			v.Status.Interfaces = append(v.Status.Interfaces, kubevirtv1.VirtualMachineInstanceNetworkInterface{
-				Name: n.name, IP: ips[i], IPs: []string{ips[i]}, MAC: n.mac,
-				InterfaceName: fmt.Sprintf("en%d", i), InfoSource: "domain, guest-agent",
+				Name: n.name, IP: ips[i], IPs: []string{ips[i]}, MAC: n.mac, InfoSource: n.infoSource(),
 			})
 		}
 		setPhase(&v.Status, kubevirtv1.Running, now)
@@ -554,7 +553,23 @@ func (h *Harness) failVMI(ctx context.Context, vmi *kubevirtv1.VirtualMachineIns
 const nodeUnresponsiveReason = "NodeUnresponsive"
 
 // network is one network of a VMI, with its interface's MAC.
-type network struct{ name, mac string }
+type network struct {
+	name, mac string
+	multus    bool
+}
+
+// infoSource is where virt-handler's netstat takes the interface's status
+// from for a guest without qemu-guest-agent, as macOS is: the libvirt domain
+// (name, MAC) and the launcher pod's interface cache (the address the CNI
+// gave the pod's interface for that network: ipAddress), plus Multus's
+// network-status for secondary networks. No interfaceName: only the guest
+// agent reports that.
+func (n network) infoSource() string {
+	if n.multus {
+		return "domain, multus-status"
+	}
+	return "domain"
+}
 
 // networksOf lists a VMI's networks; with none, KubeVirt attaches the pod
 // network as "default".
@@ -569,7 +584,7 @@ func networksOf(vmi *kubevirtv1.VirtualMachineInstance) []network {
 		if mac == "" {
 			mac = fmt.Sprintf("02:00:00:%02x:%02x:%02x", len(vmi.UID)%256, i, len(out))
 		}
-		out = append(out, network{name: n.Name, mac: mac})
+		out = append(out, network{name: n.Name, mac: mac, multus: n.Multus != nil})
 	}
 	if len(out) == 0 {
 		out = []network{{name: "default", mac: "02:00:00:00:00:01"}}
