@@ -108,7 +108,7 @@ func TestKubectl_Tour(t *testing.T) {
 		assert.Regexp(t, `(?m)^mac-1\s+standard\s+Pending\s+imacpro-0001\s+<none>\s+Unknown\s+\S+$`, out, "the machine took the pool's one identity at create")
 
 		out = k.MustRun(t, "", "get", "mmclass", "standard")
-		assert.Regexp(t, `(?m)^standard\s+sonoma\s+imacpro\s+4\s+16Gi\s+128Gi \(nvme\)`, out)
+		assert.Regexp(t, `(?m)^standard\s+sonoma\s+imacpro\s+4\s+16Gi\s+128Gi \(sata\)`, out)
 
 		out = k.MustRun(t, "", "get", "mmpool", "warm", "-o", "wide")
 		assert.Regexp(t, `(?m)^warm\s+standard\s+2\s+0\s+0\s+0\s+\S+\s+10\s+dockerios.io/pool=warm$`, out)
@@ -122,7 +122,7 @@ func TestKubectl_Tour(t *testing.T) {
 
 	t.Run("get -o yaml shows defaults and the teardown finalizer", func(t *testing.T) {
 		out := k.MustRun(t, "", "get", "mmclass", "standard", "-o", "yaml")
-		for _, want := range []string{"model: Penryn", "smbiosModel: iMacPro1,1", "bus: nvme", "startTimeout: 20m0s", "width: 1920"} {
+		for _, want := range []string{"model: Penryn", "smbiosModel: iMacPro1,1", "bus: sata", "startTimeout: 20m0s", "width: 1920"} {
 			assert.Contains(t, out, want)
 		}
 		out = k.MustRun(t, "", "get", "mm", "mac-1", "-o", "yaml")

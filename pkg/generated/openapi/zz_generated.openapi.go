@@ -2358,7 +2358,7 @@ func schema_pkg_apis_dockerio_v1alpha1_SystemDiskSpec(ref common.ReferenceCallba
 					},
 					"bus": {
 						SchemaProps: spec.SchemaProps{
-							Description: "bus is the controller the disk sits on: nvme, sata or virtio. Defaults to nvme, which macOS drives natively.\n\nPossible enum values:\n - `\"nvme\"`\n - `\"sata\"`\n - `\"virtio\"`",
+							Description: "bus is the controller the disk sits on: nvme, sata or virtio. Defaults to sata, which macOS drives natively and every KubeVirt launcher can start; nvme needs a launcher whose libvirt (11.5 or later) and QEMU both have emulated NVMe.\n\nPossible enum values:\n - `\"nvme\"`\n - `\"sata\"`\n - `\"virtio\"`",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"nvme", "sata", "virtio"},

@@ -165,7 +165,9 @@ type SystemDiskSpec struct {
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 	// bus is the controller the disk sits on: nvme, sata or virtio.
-	// Defaults to nvme, which macOS drives natively.
+	// Defaults to sata, which macOS drives natively and every KubeVirt
+	// launcher can start; nvme needs a launcher whose libvirt (11.5 or
+	// later) and QEMU both have emulated NVMe.
 	// +optional
 	Bus DiskBus `json:"bus,omitempty"`
 }

@@ -34,7 +34,9 @@ type SystemDiskSpecApplyConfiguration struct {
 	// unset, the cluster's default StorageClass is used.
 	StorageClassName *string `json:"storageClassName,omitempty"`
 	// bus is the controller the disk sits on: nvme, sata or virtio.
-	// Defaults to nvme, which macOS drives natively.
+	// Defaults to sata, which macOS drives natively and every KubeVirt
+	// launcher can start; nvme needs a launcher whose libvirt (11.5 or
+	// later) and QEMU both have emulated NVMe.
 	Bus *dockeriov1alpha1.DiskBus `json:"bus,omitempty"`
 }
 
