@@ -48,7 +48,7 @@ var (
 // ConfigMap creates, which kube-apiserver serves itself, by the same number
 // of clients. Claims and ConfigMaps alternate in rounds, so that a noisy
 // neighbour hits both alike. Every claim must come back Bound from its
-// create (API.md rule 8): there is no controller here to bind it later.
+// create (docs/api.md rule 8): there is no controller here to bind it later.
 //
 //	go test ./test/aggregated -run '^$' -bench ClaimBoundThroughKubeAPIServer -benchtime 1x -v
 func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
