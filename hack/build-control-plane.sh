@@ -16,7 +16,7 @@ set -o errexit -o nounset -o pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "${ROOT}"
 TOOLS_DIR="${ROOT}/hack/tools"
-BIN_DIR="${ROOT}/bin"
+BIN_DIR="${BIN_DIR:-${ROOT}/bin}"
 ALL=(etcd kube-apiserver kube-controller-manager)
 
 usage() {
@@ -111,12 +111,30 @@ build() {
   rm -f "${stamp}"
   local start=${SECONDS}
   # Build next to the target and rename, so an interrupted build never leaves
-  # a partial binary behind.
-  if ! (cd "${TOOLS_DIR}" && CGO_ENABLED=0 go build -mod=readonly -buildvcs=false "$@" -o "${out}.tmp" "${pkg}"); then
-    rm -f "${out}.tmp"
+  # a partial binary behind. go build -v names each package as it compiles
+  # it: counted, that is the progress shown every 30 s (kube-apiserver is
+  # some 2,000 packages and many minutes on two cores).
+  local log status=0
+  log="$(mktemp)"
+  (cd "${TOOLS_DIR}" && CGO_ENABLED=0 exec go build -v -mod=readonly -buildvcs=false "$@" -o "${out}.tmp" "${pkg}") 2>"${log}" &
+  local pid=$! next=$((SECONDS + 30))
+  while kill -0 "${pid}" 2>/dev/null; do
+    sleep 1
+    if ((SECONDS >= next)); then
+      local took=$((SECONDS - start))
+      echo "        bin/${name}: $((took / 60))m$((took % 60))s, $(grep -cv '^#\|: ' "${log}" || true) packages compiled so far"
+      next=$((SECONDS + 30))
+    fi
+  done
+  wait "${pid}" || status=$?
+  if ((status != 0)); then
+    # What go build said besides the package names: the errors.
+    grep -v '^[a-zA-Z0-9_./~-]*$' "${log}" >&2 || cat "${log}" >&2
+    rm -f "${out}.tmp" "${log}"
     echo "FAILED  bin/${name} from ${pkg}@${version}" >&2
     exit 1
   fi
+  rm -f "${log}"
   mv -f "${out}.tmp" "${out}"
   printf '%s\n' "${want}" >"${stamp}"
   local took=$((SECONDS - start))
