@@ -6,9 +6,10 @@
 # whose etcd, kube-apiserver and kube-controller-manager are built from
 # their Go modules on the first run (many minutes) and reused after; the
 # guest agent (also built for darwin), the hook sidecar (and its generated
-# gRPC code) and the bootdisk builder's own module. Needs Go and kubectl,
-# plus protoc, sfdisk, mtools and qemu-img from Debian (.ci/run installs
-# them).
+# gRPC code, and the hook through real libvirt and QEMU) and the bootdisk
+# builder's own module. Needs Go and kubectl; the Debian packages (protoc,
+# sfdisk, mtools, qemu-img, libvirt, QEMU, OVMF) are installed by
+# hack/install-debian-packages.sh when missing.
 set -o errexit
 set -o nounset
 set -o pipefail
@@ -16,6 +17,10 @@ set -o pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "${ROOT}"
 "${ROOT}/hack/ensure-go.sh"
+"${ROOT}/hack/install-debian-packages.sh"
+export PATH="${PATH}:/usr/sbin:/sbin"
+# The hook's libvirt test fails, rather than skips, without libvirt or QEMU.
+export DOCKERIOS_REQUIRE_LIBVIRT=1
 
 export KUBECTL="${KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}"
 if [[ ! -x "${KUBECTL}" ]]; then
@@ -40,6 +45,7 @@ go vet ./...
 echo "== generated code"
 hack/verify-codegen.sh
 hack/verify-protos.sh
+hack/verify-upstream-crds.sh
 
 echo "== build"
 # The guest agent runs in macOS guests: it must build for them, without cgo.

@@ -197,7 +197,7 @@ func run(ctx context.Context, t *stackTB, root string, o options) {
 
 	cfg := framework.RESTConfig(t, cp.AdminKubeconfig)
 	if err := harness.InstallCRDs(context.Background(), cfg); err != nil {
-		t.Fatalf("installing the KubeVirt and CDI stand-in CRDs: %v", err)
+		t.Fatalf("installing the KubeVirt and CDI CRDs: %v", err)
 	}
 	checkStop()
 

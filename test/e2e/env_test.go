@@ -71,6 +71,13 @@ type env struct {
 // start brings the environment up once per package.
 func start(t testing.TB, opts ...func(*harness.Config)) *env {
 	t.Helper()
+	return startWith(t, nil, opts...)
+}
+
+// startWith is start with controllerArgs added to the controller's flags
+// (a flag given again overrides the default here).
+func startWith(t testing.TB, controllerArgs []string, opts ...func(*harness.Config)) *env {
+	t.Helper()
 	e := &env{}
 	e.cp = framework.StartControlPlane(t)
 	e.admin = framework.NewKubectl(t, e.cp.AdminKubeconfig)
@@ -82,7 +89,7 @@ func start(t testing.TB, opts ...func(*harness.Config)) *env {
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, harness.InstallCRDs(ctx, e.cfg))
-	e.ctrl = e.cp.StartController(t, "--storage-hold-back="+storageHoldBack.String(), "--agent-timeout=2s")
+	e.ctrl = e.cp.StartController(t, append([]string{"--storage-hold-back=" + storageHoldBack.String(), "--agent-timeout=2s"}, controllerArgs...)...)
 	// The README's examples live in the default namespace.
 	e.oskSecret(t, metav1.NamespaceDefault)
 	hc := harness.Config{RESTConfig: e.cfg, AgentBinary: harness.AgentBinary(t), WorkDir: t.TempDir()}
@@ -277,9 +284,11 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// dynamic is a client whose writes of KubeVirt and CDI objects are
+// validated strictly against their upstream schemas.
 func (e *env) dynamic(t testing.TB) dynamic.Interface {
 	t.Helper()
-	d, err := dynamic.NewForConfig(e.cfg)
+	d, err := dynamic.NewForConfig(harness.StrictFieldValidation(e.cfg))
 	require.NoError(t, err)
 	return d
 }

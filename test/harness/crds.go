@@ -18,7 +18,12 @@ package harness
 
 import (
 	"context"
+	"embed"
 	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +48,18 @@ var (
 	crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
+// upstreamCRDs are KubeVirt's CRDs for VirtualMachine and
+// VirtualMachineInstance and CDI's for DataVolume and DataSource, generated
+// from the upstream API modules at the versions go.mod pins
+// (hack/update-upstream-crds.sh; hack/verify-upstream-crds.sh checks them):
+// kube-apiserver validates and prunes these kinds with KubeVirt's and CDI's
+// schemas, and with fieldValidation=Strict (StrictFieldValidation) rejects
+// a field they do not have. What the real CRDs cannot check is not checked:
+// KubeVirt's and CDI's admission webhooks and defaulting do not run here.
+//
+//go:embed crds/*.yaml
+var upstreamCRDs embed.FS
+
 // crd describes one stand-in CustomResourceDefinition.
 type crd struct {
 	group, version, kind, plural, singular string
@@ -50,30 +67,16 @@ type crd struct {
 	columns                                string // additionalPrinterColumns, YAML flow list
 }
 
-// stand-ins are the KubeVirt and CDI kinds the controller makes or reads.
+// standIns are the kinds with no upstream schema to install: Multus's
+// NetworkAttachmentDefinition, for the agent network of artifacts/
+// (nothing plays Multus). Multus's own CRD is a hand-written manifest
+// whose spec is one string, config, and no Go module generates it.
 //
-// These are STAND-INS, not KubeVirt's or CDI's real CRDs: they carry the
-// real group, version, kind, names and a status subresource, but open
-// schemas (spec and status are `type: object` with
-// `x-kubernetes-preserve-unknown-fields: true`). kube-apiserver therefore
-// stores whatever the controller writes without KubeVirt's or CDI's
-// validation, defaulting or webhooks; a shape error that the real CRDs
-// would reject is caught by the controller's own unit tests against the
-// typed kubevirt.io/api and CDI structs, not here.
+// These are STAND-INS: the real group, version, kind, names and a status
+// subresource, but open schemas (spec and status are `type: object` with
+// `x-kubernetes-preserve-unknown-fields: true`), so kube-apiserver stores
+// whatever is written.
 var standIns = []crd{
-	{group: "kubevirt.io", version: "v1", kind: "VirtualMachine", plural: "virtualmachines", singular: "virtualmachine",
-		shortNames: []string{"vm", "vms"},
-		columns:    `[{name: Status, type: string, jsonPath: .status.printableStatus}, {name: Ready, type: boolean, jsonPath: .status.ready}, {name: Age, type: date, jsonPath: .metadata.creationTimestamp}]`},
-	{group: "kubevirt.io", version: "v1", kind: "VirtualMachineInstance", plural: "virtualmachineinstances", singular: "virtualmachineinstance",
-		shortNames: []string{"vmi", "vmis"},
-		columns:    `[{name: Phase, type: string, jsonPath: .status.phase}, {name: IP, type: string, jsonPath: ".status.interfaces[0].ipAddress"}, {name: NodeName, type: string, jsonPath: .status.nodeName}, {name: Age, type: date, jsonPath: .metadata.creationTimestamp}]`},
-	{group: "cdi.kubevirt.io", version: "v1beta1", kind: "DataVolume", plural: "datavolumes", singular: "datavolume",
-		shortNames: []string{"dv", "dvs"},
-		columns:    `[{name: Phase, type: string, jsonPath: .status.phase}, {name: Progress, type: string, jsonPath: .status.progress}, {name: Age, type: date, jsonPath: .metadata.creationTimestamp}]`},
-	{group: "cdi.kubevirt.io", version: "v1beta1", kind: "DataSource", plural: "datasources", singular: "datasource",
-		shortNames: []string{"das"},
-		columns:    `[{name: Age, type: date, jsonPath: .metadata.creationTimestamp}]`},
-	// Multus's, for the agent network of artifacts/ (nothing plays Multus).
 	{group: "k8s.cni.cncf.io", version: "v1", kind: "NetworkAttachmentDefinition", plural: "network-attachment-definitions", singular: "network-attachment-definition",
 		shortNames: []string{"net-attach-def"},
 		columns:    `[{name: Age, type: date, jsonPath: .metadata.creationTimestamp}]`},
@@ -123,11 +126,111 @@ func flowList(items []string) string {
 	return s + "]"
 }
 
-// InstallCRDs creates (or updates) the stand-in CustomResourceDefinitions
-// for KubeVirt's VirtualMachine and VirtualMachineInstance and CDI's
-// DataVolume and DataSource, and waits until kube-apiserver serves them
-// (condition Established). It is idempotent. See standIns for what these
-// CRDs are and are not.
+// crdObjects are the CRDs InstallCRDs installs.
+func crdObjects() ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	files, err := upstreamCRDs.ReadDir("crds")
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		data, err := upstreamCRDs.ReadFile(path.Join("crds", f.Name()))
+		if err != nil {
+			return nil, err
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+			return nil, fmt.Errorf("upstream CRD %s: %w", f.Name(), err)
+		}
+		objs = append(objs, obj)
+	}
+	for _, c := range standIns {
+		obj, err := c.object()
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}
+
+// statusSubresources says, per resource of the installed CRDs, whether it
+// has a status subresource: KubeVirt's VirtualMachineInstance and CDI's
+// DataSource have none, so their status is written with the object.
+var statusSubresources = sync.OnceValues(func() (map[schema.GroupResource]bool, error) {
+	objs, err := crdObjects()
+	if err != nil {
+		return nil, err
+	}
+	out := map[schema.GroupResource]bool{}
+	for _, o := range objs {
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		plural, _, _ := unstructured.NestedString(o.Object, "spec", "names", "plural")
+		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+		for _, v := range versions {
+			if vm, ok := v.(map[string]any); ok {
+				if _, ok, _ := unstructured.NestedMap(vm, "subresources", "status"); ok {
+					out[schema.GroupResource{Group: group, Resource: plural}] = true
+				}
+			}
+		}
+	}
+	return out, nil
+})
+
+// hasStatusSubresource says whether gvr's CRD has a status subresource.
+func hasStatusSubresource(gvr schema.GroupVersionResource) bool {
+	m, err := statusSubresources()
+	return err == nil && m[gvr.GroupResource()]
+}
+
+// strictGroups are the API groups StrictFieldValidation makes strict.
+var strictGroups = []string{"kubevirt.io", "cdi.kubevirt.io"}
+
+// StrictFieldValidation returns a copy of cfg whose creates, updates and
+// patches of KubeVirt and CDI objects ask kube-apiserver for
+// fieldValidation=Strict: a field the installed schema does not have is an
+// error rather than silently dropped, as it would be by default.
+func StrictFieldValidation(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if !strictRequest(req) {
+				return rt.RoundTrip(req)
+			}
+			req = req.Clone(req.Context())
+			q := req.URL.Query()
+			q.Set("fieldValidation", metav1.FieldValidationStrict)
+			req.URL.RawQuery = q.Encode()
+			return rt.RoundTrip(req)
+		})
+	})
+	return c
+}
+
+func strictRequest(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return false
+	}
+	for _, g := range strictGroups {
+		if strings.HasPrefix(req.URL.Path, "/apis/"+g+"/") {
+			return req.URL.Query().Get("fieldValidation") == ""
+		}
+	}
+	return false
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// InstallCRDs creates (or updates) KubeVirt's VirtualMachine and
+// VirtualMachineInstance CRDs, CDI's DataVolume and DataSource CRDs (see
+// upstreamCRDs) and the stand-in NetworkAttachmentDefinition CRD, and
+// waits until kube-apiserver serves them (condition Established). It is
+// idempotent.
 //
 // It uses the dynamic client, so the harness needs no
 // apiextensions-apiserver client library.
@@ -137,24 +240,26 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	crds := dyn.Resource(crdGVR)
+	objs, err := crdObjects()
+	if err != nil {
+		return err
+	}
 	var names []string
-	for _, c := range standIns {
-		obj, err := c.object()
-		if err != nil {
-			return err
-		}
+	for _, obj := range objs {
 		names = append(names, obj.GetName())
 		_, err = crds.Create(ctx, obj, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			// Bring an older stand-in up to date (idempotent install).
+			// Bring an older install (a stand-in, an older release) up to date.
 			var cur *unstructured.Unstructured
 			if cur, err = crds.Get(ctx, obj.GetName(), metav1.GetOptions{}); err == nil {
 				cur.Object["spec"] = obj.Object["spec"]
+				cur.SetLabels(obj.GetLabels())
+				cur.SetAnnotations(obj.GetAnnotations())
 				_, err = crds.Update(ctx, cur, metav1.UpdateOptions{})
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("installing stand-in CRD %s: %w", obj.GetName(), err)
+			return fmt.Errorf("installing CRD %s: %w", obj.GetName(), err)
 		}
 	}
 	for _, name := range names {
@@ -173,7 +278,7 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
 			return false, nil
 		})
 		if err != nil {
-			return fmt.Errorf("stand-in CRD %s not Established: %w", name, err)
+			return fmt.Errorf("CRD %s not Established: %w", name, err)
 		}
 	}
 	return nil

@@ -240,8 +240,10 @@ func setStatus(u *unstructured.Unstructured, status any) error {
 }
 
 // updateStatus reads the object afresh, lets mutate change it and writes
-// it through the status subresource, retrying on conflicts. An object
-// that is gone, or was replaced (another UID), is left alone.
+// it through the status subresource, or with the object for a kind without
+// one (a VirtualMachineInstance, as virt-handler writes it), retrying on
+// conflicts. An object that is gone, or was replaced (another UID), is
+// left alone.
 func (h *Harness) updateStatus(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, uid types.UID,
 	mutate func(*unstructured.Unstructured) (bool, error)) error {
 	client := h.dyn.Resource(gvr).Namespace(namespace)
@@ -260,7 +262,11 @@ func (h *Harness) updateStatus(ctx context.Context, gvr schema.GroupVersionResou
 		if err != nil || !changed {
 			return err
 		}
-		_, err = client.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		if hasStatusSubresource(gvr) {
+			_, err = client.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		} else {
+			_, err = client.Update(ctx, u, metav1.UpdateOptions{})
+		}
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

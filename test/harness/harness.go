@@ -41,7 +41,7 @@ limitations under the License.
 // the harness writes only status, through the status subresource; it
 // creates and deletes only what those components would (VMIs, the Job's
 // Pods, Nodes), and plays nothing the controller must do itself. The
-// stand-in CRDs it needs are installed by InstallCRDs.
+// CRDs it needs (KubeVirt's and CDI's own) are installed by InstallCRDs.
 //
 // Timing is compressed (Config's durations), never reordered: every
 // status write happens in the order, and with the fields, the real
@@ -235,7 +235,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 	if cfg.AgentBinary == "" {
 		return nil, fmt.Errorf("harness: AgentBinary is required")
 	}
-	rc := rest.CopyConfig(cfg.RESTConfig)
+	rc := StrictFieldValidation(cfg.RESTConfig)
 	if rc.QPS == 0 {
 		rc.QPS, rc.Burst = 200, 400
 	}

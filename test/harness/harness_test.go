@@ -46,12 +46,13 @@ import (
 	"github.com/dockerios/dockerios/test/framework"
 )
 
-// testEnv is one control plane with the stand-in CRDs and a running
+// testEnv is one control plane with the upstream CRDs and a running
 // harness, and a namespace for the test's objects.
 type testEnv struct {
 	h    *Harness
 	kube kubernetes.Interface
-	dyn  dynamic.Interface
+	dyn  dynamic.Interface // strict field validation for KubeVirt and CDI objects
+	lax  dynamic.Interface // kube-apiserver's default field validation
 	ns   string
 }
 
@@ -75,11 +76,13 @@ func TestHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Stop)
-	e := &testEnv{h: h, kube: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg), ns: "harness-test"}
+	e := &testEnv{h: h, kube: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(StrictFieldValidation(cfg)),
+		lax: dynamic.NewForConfigOrDie(cfg), ns: "harness-test"}
 	if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
+	t.Run("UpstreamSchemas", e.testUpstreamSchemas)
 	t.Run("BootdiskJob", e.testBootdiskJob)
 	t.Run("DataVolume", e.testDataVolume)
 	t.Run("VirtualMachine", e.testVirtualMachine)

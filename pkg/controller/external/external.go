@@ -86,13 +86,15 @@ type Object interface {
 	GetName() string
 }
 
-// Create creates obj.
+// Create creates obj. kube-apiserver is asked for strict field validation:
+// by default it drops a field KubeVirt's or CDI's schema does not have
+// without a word, and the VM would run without it.
 func Create(ctx context.Context, c dynamic.Interface, gvr schema.GroupVersionResource, obj Object) error {
 	u, err := ToUnstructured(obj)
 	if err != nil {
 		return err
 	}
-	_, err = c.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, u, metav1.CreateOptions{})
+	_, err = c.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, u, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
 	return err
 }
 

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Regenerates test/harness/crds: KubeVirt's and CDI's CustomResourceDefinitions
+# for the kinds DockerIOS makes or reads, from the upstream API modules at the
+# versions go.mod pins (hack/upstream-crds says how). Run it after changing
+# those versions in go.mod, and commit the result.
+set -o errexit
+set -o nounset
+set -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+OUT="${1:-${ROOT}/test/harness/crds}"
+BIN="${ROOT}/bin/upstream-crds"
+mkdir -p "${BIN}"
+
+cd "${ROOT}/hack/upstream-crds"
+go build -o "${BIN}/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen
+go build -o "${BIN}/upstream-crds" .
+"${BIN}/upstream-crds" -root "${ROOT}" -controller-gen "${BIN}/controller-gen" -out "${OUT}"
