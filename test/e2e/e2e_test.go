@@ -48,6 +48,7 @@ func TestEndToEnd(t *testing.T) {
 	e := start(t)
 	t.Run("MachineLifecycle", e.testMachineLifecycle)
 	t.Run("PoolFillsAndClaimsBind", e.testPoolAndClaims)
+	t.Run("PoolAtMaxMachinesSaysSo", e.testPoolCap)
 	t.Run("ClassClaimGetsAMachineOfItsOwn", e.testClassClaim)
 	t.Run("AgentNetworkCarriesTheIdentityMAC", e.testAgentNetwork)
 	t.Run("FailureRules", e.testFailureRules)
@@ -309,17 +310,16 @@ func (e *env) testArtifacts(t *testing.T) {
 func (e *env) testImageStatus(t *testing.T) {
 	ctx := context.Background()
 	e.bareNamespace(t, "golden")
+	// CDI's DataSource has no status subresource: its status is written
+	// with the object, here at once.
 	ds := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
 		"metadata": map[string]any{"name": "sonoma", "namespace": "golden"},
 		"spec":     map[string]any{"source": map[string]any{"pvc": map[string]any{"namespace": "golden", "name": "sonoma-disk"}}},
+		"status": map[string]any{"conditions": []any{map[string]any{
+			"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}},
 	}}
-	created, err := e.dynamic(t).Resource(harness.DataSourceGVR).Namespace("golden").Create(ctx, ds, metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.NoError(t, unstructured.SetNestedSlice(created.Object, []any{map[string]any{
-		"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
-		"status", "conditions"))
-	_, err = e.dynamic(t).Resource(harness.DataSourceGVR).Namespace("golden").UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	_, err := e.dynamic(t).Resource(harness.DataSourceGVR).Namespace("golden").Create(ctx, ds, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	for name, src := range map[string]string{"img-ready": "sonoma", "img-missing": "absent"} {

@@ -267,8 +267,10 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 	want := ptr.Deref(p.Spec.Replicas, v1alpha1.DefaultPoolReplicas)
 	total := int32(len(machines)) + inflight
 	create := want - unbound
+	capped := false
 	if max := p.Spec.MaxMachines; max != nil && total+create > *max {
 		create = *max - total
+		capped = true
 	}
 	if create > 0 {
 		errs = append(errs, parallel(int(create), func(int) error {
@@ -302,7 +304,8 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 		}
 	}
 
-	errs = append(errs, r.writePoolStatus(ctx, p, unbound, readyUnbound, bound))
+	errs = append(errs, r.writePoolStatus(ctx, p, poolCounts{unbound: unbound, readyUnbound: readyUnbound, bound: bound,
+		total: total + max(create, 0), capped: capped}))
 	return errors.Join(errs...)
 }
 
@@ -388,29 +391,64 @@ func (r *Reconciler) dispose(ctx context.Context, m *v1alpha1.MacOSMachine, why 
 	return nil
 }
 
-func (r *Reconciler) writePoolStatus(ctx context.Context, p *v1alpha1.MacOSMachinePool, unbound, readyUnbound, bound int32) error {
+// Reasons of a pool's Ready condition.
+const (
+	ReasonWarm    = "Warm"
+	ReasonFilling = "Filling"
+	// ReasonMaxMachinesReached: the pool has fewer unbound Ready machines
+	// than replicas and may make no more, because it holds maxMachines.
+	ReasonMaxMachinesReached = "MaxMachinesReached"
+)
+
+// poolCounts is what one pool reconcile counted.
+type poolCounts struct {
+	unbound, readyUnbound, bound int32
+	// total is every machine of the pool, made or being made.
+	total int32
+	// capped: maxMachines kept the pool from making the machines it lacks.
+	capped bool
+}
+
+func (r *Reconciler) writePoolStatus(ctx context.Context, p *v1alpha1.MacOSMachinePool, n poolCounts) error {
 	st := p.Status.DeepCopy()
 	st.ObservedGeneration = p.Generation
-	st.Replicas, st.ReadyReplicas, st.BoundMachines = unbound, readyUnbound, bound
+	st.Replicas, st.ReadyReplicas, st.BoundMachines = n.unbound, n.readyUnbound, n.bound
 	want := ptr.Deref(p.Spec.Replicas, v1alpha1.DefaultPoolReplicas)
-	cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Warm",
-		Message: fmt.Sprintf("%d of %d unbound machines are Ready", readyUnbound, want), ObservedGeneration: p.Generation}
-	if readyUnbound < want {
-		cond.Status, cond.Reason = metav1.ConditionFalse, "Filling"
+	cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: ReasonWarm,
+		Message: fmt.Sprintf("%d of %d unbound machines are Ready", n.readyUnbound, want), ObservedGeneration: p.Generation}
+	switch {
+	case n.readyUnbound >= want:
+	case n.capped:
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonMaxMachinesReached
+		cond.Message = fmt.Sprintf("%d of %d unbound machines are Ready, and the pool makes no more: it holds %d machines (%d bound to claims), its maxMachines; "+
+			"a machine is made when one goes (a claim released) or when maxMachines is raised", n.readyUnbound, want, n.total, n.bound)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonFilling
 	}
+	was := meta.FindStatusCondition(p.Status.Conditions, "Ready")
 	meta.SetStatusCondition(&st.Conditions, cond)
 	if equalStatus(&p.Status, st) {
 		return nil
 	}
-	// A merge patch of status: the pool's status is this controller's
-	// alone, so there is no one to conflict with but a stale cache.
-	patch, err := json.Marshal(map[string]any{"status": st})
+	// Said once per time the cap is reached (after the write that records
+	// it): the condition says it for as long as it holds.
+	announce := cond.Reason == ReasonMaxMachinesReached && (was == nil || was.Reason != ReasonMaxMachinesReached)
+	// A merge patch of status, conditioned on the pool as read: the
+	// pool's status is this controller's alone, so the only conflict is a
+	// stale cache, whose counts (and the Event below) must not be written.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": p.ResourceVersion}, "status": st})
 	if err != nil {
 		return err
 	}
 	_, err = r.Client.DockeriosV1alpha1().MacOSMachinePools(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) {
 		return nil
+	}
+	if apierrors.IsConflict(err) {
+		return errRetry
+	}
+	if err == nil && announce {
+		r.Recorder.Event(p, corev1.EventTypeWarning, ReasonMaxMachinesReached, cond.Message)
 	}
 	return err
 }
