@@ -30,6 +30,9 @@ KUBECTL="${KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}"
 WAIT_SECONDS=180
 
 "${ROOT}/hack/ensure-go.sh"
+# The same Debian packages as the tests (one list, one script): nothing is
+# installed when they are there.
+"${ROOT}/hack/install-debian-packages.sh"
 if [[ ! -x "${KUBECTL}" ]]; then
   echo "kubectl is needed (set KUBECTL)." >&2
   exit 1
