@@ -62,6 +62,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -80,6 +82,9 @@ const (
 	demoPool         = "warm"
 	demoClaim        = "build-1"
 	demoIdentitySeed = 20261201
+	// The image's source, a CDI DataSource.
+	demoImageNamespace = "dockerios-images"
+	demoDataSource     = "sonoma-14-6"
 )
 
 type options struct {
@@ -325,9 +330,26 @@ func createDemo(ctx context.Context, cfg *rest.Config, o options) error {
 	_, err = api.MacOSImages().Create(ctx, &v1alpha1.MacOSImage{
 		ObjectMeta: metav1.ObjectMeta{Name: demoName},
 		Spec: v1alpha1.MacOSImageSpec{Release: "14.6", BoardID: "Mac-7BA5B2D9E42DDD94", Source: v1alpha1.ImageSource{
-			DataSource: &v1alpha1.NamespacedObjectReference{Namespace: "dockerios-images", Name: "sonoma-14-6"}}},
+			DataSource: &v1alpha1.NamespacedObjectReference{Namespace: demoImageNamespace, Name: demoDataSource}}},
 	}, metav1.CreateOptions{})
 	check("MacOSImage "+demoName, err)
+	// The image's source, as CDI would hold it once the golden image was
+	// imported: a DataSource, Ready, over its PVC. CDI's DataSource has no
+	// status subresource, so its status is written with it.
+	dyn, err := dynamic.NewForConfig(harness.StrictFieldValidation(cfg))
+	if err != nil {
+		return err
+	}
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoImageNamespace}}, metav1.CreateOptions{})
+	check("Namespace "+demoImageNamespace, err)
+	_, err = dyn.Resource(harness.DataSourceGVR).Namespace(demoImageNamespace).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+		"metadata": map[string]any{"name": demoDataSource, "namespace": demoImageNamespace},
+		"spec":     map[string]any{"source": map[string]any{"pvc": map[string]any{"namespace": demoImageNamespace, "name": demoDataSource}}},
+		"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready",
+			"message": "played by the local stack: no golden image is imported here", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}},
+	}}, metav1.CreateOptions{})
+	check("DataSource "+demoImageNamespace+"/"+demoDataSource, err)
 	_, err = api.MacOSMachineClasses().Create(ctx, &v1alpha1.MacOSMachineClass{
 		ObjectMeta: metav1.ObjectMeta{Name: demoName},
 		Spec: v1alpha1.MacOSMachineClassSpec{
