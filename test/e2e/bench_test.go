@@ -157,26 +157,9 @@ func (e *env) benchClaims(b *testing.B, n int) {
 func (e *env) benchMachines(b *testing.B, n int) {
 	ns := e.namespace(b, "bench-scale")
 	e.fleet(b, "bench-scale", n, nil)
-	ctx := context.Background()
 	reconciles0, cpu0 := e.reconciles(b), e.controllerCPU(b)
 	start := time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				_, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Create(ctx, &v1alpha1.MacOSMachine{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mac-%04d", i)}, Spec: v1alpha1.MacOSMachineSpec{ClassName: "bench-scale"}}, metav1.CreateOptions{})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	e.createMachines(b, ns, "bench-scale", "mac-%04d", n)
 	framework.Eventually(b, 60*time.Minute, func() string {
 		ready := 0
 		for _, m := range e.machines(b, ns) {

@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,6 +191,38 @@ func (e *env) machine(t testing.TB, ns, name string) *v1alpha1.MacOSMachine {
 	m, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return m
+}
+
+// createMachines creates n machines of class named by nameFormat (with
+// their index), 16 clients at a time, as a fleet is asked for at once.
+func (e *env) createMachines(t testing.TB, ns, class, nameFormat string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				_, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Create(ctx, &v1alpha1.MacOSMachine{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf(nameFormat, i)}, Spec: v1alpha1.MacOSMachineSpec{ClassName: class}}, metav1.CreateOptions{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// createClaim claims a machine of pool.
+func (e *env) createClaim(t testing.TB, ns, name, pool string) {
+	t.Helper()
+	_, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(context.Background(), &v1alpha1.MacOSMachineClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.MacOSMachineClaimSpec{PoolName: pool}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 func (e *env) createMachine(t testing.TB, ns, name, class string) *v1alpha1.MacOSMachine {

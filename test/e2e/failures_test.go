@@ -17,7 +17,7 @@ limitations under the License.
 package e2e
 
 // One test per failure rule of the design ("Failure rules" in
-// ../shared/design/API.md), each checking what a user sees: the phase, the
+// docs/machine-lifecycle.md), each checking what a user sees: the phase, the
 // condition with its reason, and the Event.
 
 import (
@@ -33,6 +33,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
@@ -51,6 +53,8 @@ func (e *env) testFailureRules(t *testing.T) {
 	t.Run("GuestHangsOrCrashesIsReplaced", e.testGuestFaults)
 	t.Run("HungAgentIsReplaced", e.testHungGuest)
 	t.Run("NodeLostWithGPUFailsFast", e.testNodeLostWithGPU)
+	t.Run("NodePartitionFencesTheIdentity", e.testNodePartition)
+	t.Run("ClassEditsReachOnlyNewMachines", e.testClassEdit)
 	t.Run("ControllerRestartsMidProvision", e.testControllerRestart)
 	t.Run("MachineDeletedWhileClaimed", e.testDeletedWhileClaimed)
 	t.Run("ManyAgentsUnreachableIsANetworkFault", e.testNetworkFault)
@@ -242,7 +246,7 @@ func (e *env) testStartTimeout(t *testing.T) {
 	r := condition(failed, "Ready")
 	assert.Equal(t, "StartTimeout", r.Reason)
 	assert.Contains(t, r.Message, "startTimeout 10s")
-	assert.Nil(t, failed.Status.IdentityRef)
+	e.assertReleasedOnceTheVMIsGone(t, ns, "mac")
 	e.waitEvent(t, ns, "MacOSMachine", "mac", "StartTimeout", "did not report Ready")
 	framework.Eventually(t, 20*time.Second, func() string {
 		if n := e.ownedObjects(t, ns, string(m.UID))["VirtualMachine"]; n > 0 {
@@ -251,6 +255,21 @@ func (e *env) testStartTimeout(t *testing.T) {
 		return ""
 	})
 	e.waitPoolCounts(t, "stall", 1, 0)
+}
+
+// assertReleasedOnceTheVMIsGone checks that a machine that failed while a
+// VMI of it existed kept its identity, fenced, until the VMI was gone, and
+// then gave it back.
+func (e *env) assertReleasedOnceTheVMIsGone(t *testing.T, ns, name string) {
+	t.Helper()
+	released := e.waitMachine(t, ns, name, 30*time.Second, "its identity given back", func(m *v1alpha1.MacOSMachine) bool {
+		return m.Status.IdentityRef == nil
+	})
+	c := condition(released, "IdentityFenced")
+	assert.Equal(t, metav1.ConditionFalse, c.Status, "fenced while its VMI existed, lifted once it was gone: %s", c.Message)
+	assert.Equal(t, "VirtualMachineGone", c.Reason)
+	assert.Equal(t, "Released", condition(released, "IdentityAllocated").Reason)
+	assert.Contains(t, condition(released, "IdentityAllocated").Message, "confirmed gone")
 }
 
 // startTimeout bounds the whole way from the VirtualMachine's creation to
@@ -269,7 +288,7 @@ func (e *env) testUnschedulable(t *testing.T) {
 	assert.Equal(t, "Unschedulable", r.Reason)
 	assert.Contains(t, r.Message, "startTimeout 10s")
 	assert.Contains(t, r.Message, "Insufficient devices.kubevirt.io/kvm", "the message says what the scheduler said")
-	assert.Nil(t, failed.Status.IdentityRef, "a machine that never ran gives its identity back")
+	e.assertReleasedOnceTheVMIsGone(t, ns, "mac")
 	e.waitEvent(t, ns, "MacOSMachine", "mac", "Unschedulable", "is not scheduled")
 	e.waitPoolCounts(t, "unsched", 1, 0)
 }
@@ -334,7 +353,9 @@ func (e *env) testGuestFaults(t *testing.T) {
 }
 
 // A node dies under a machine with a passed-through GPU: it fails at once
-// (no waiting for the node) and its pool replaces it.
+// (no waiting for the node) and its pool replaces it with another
+// identity; the lost machine's identity stays fenced until its VM is
+// confirmed gone — here, until the Node is deleted.
 func (e *env) testNodeLostWithGPU(t *testing.T) {
 	ns := e.namespace(t, "gpu")
 	e.fleet(t, "gpu", 3, func(c *v1alpha1.MacOSMachineClass) {
@@ -346,15 +367,200 @@ func (e *env) testNodeLostWithGPU(t *testing.T) {
 	node := victim.Status.NodeName
 	require.NotEmpty(t, node)
 	require.NoError(t, e.h.LoseNode(node))
-	defer func() { _ = e.h.RestoreNode(node) }()
+	defer func() { require.NoError(t, e.h.RestoreNode(node)) }()
 	lost := time.Now()
 	e.waitEvent(t, ns, "MacOSMachine", victim.Name, "NodeLost", "cannot move")
 	t.Logf("machine failed %s after its node was lost", time.Since(lost).Round(time.Millisecond))
 	assert.Less(t, time.Since(lost), 30*time.Second, "fails fast, without waiting for KubeVirt's node timeout")
-	e.gone(t, ns, victim.Name, 60*time.Second)
 	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
 	for _, m := range e.machines(t, ns) {
-		assert.NotEqual(t, node, m.Status.NodeName, "the replacement runs elsewhere")
+		if m.UID != victim.UID {
+			assert.NotEqual(t, node, m.Status.NodeName, "the replacement runs elsewhere")
+			assert.NotEqual(t, victim.Status.IdentityRef.Name, m.Status.IdentityRef.Name, "the replacement takes another identity")
+		}
+	}
+	e.assertFenced(t, ns, victim)
+	require.NoError(t, e.kube.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}))
+	e.gone(t, ns, victim.Name, 60*time.Second)
+	e.assertIdentityLetGo(t, victim)
+}
+
+// assertFenced checks that the lost machine still holds its identity, says
+// so on IdentityFenced, and keeps it for a while longer.
+func (e *env) assertFenced(t *testing.T, ns string, victim v1alpha1.MacOSMachine) {
+	t.Helper()
+	ctx := context.Background()
+	fenced := e.waitMachine(t, ns, victim.Name, 30*time.Second, "fenced", func(m *v1alpha1.MacOSMachine) bool {
+		return condition(m, "IdentityFenced").Status == metav1.ConditionTrue
+	})
+	c := condition(fenced, "IdentityFenced")
+	assert.Equal(t, "VirtualMachineMayRun", c.Reason)
+	assert.Contains(t, c.Message, fenced.Status.IdentityRef.Name)
+	assert.Contains(t, c.Message, victim.Status.NodeName)
+	require.NotNil(t, fenced.Status.IdentityRef, "a fenced machine holds its identity")
+	for range 3 {
+		id, err := e.client.DockeriosV1alpha1().MacOSIdentities().Get(ctx, victim.Status.IdentityRef.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		if assert.NotNil(t, id.Status.Allocation, "identity %s let go while its VM may run", id.Name) {
+			assert.Equal(t, string(victim.UID), id.Status.Allocation.MachineUID)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// assertIdentityLetGo checks that the gone machine's identity is no longer
+// its.
+func (e *env) assertIdentityLetGo(t *testing.T, victim v1alpha1.MacOSMachine) {
+	t.Helper()
+	framework.Eventually(t, 20*time.Second, func() string {
+		id, err := e.client.DockeriosV1alpha1().MacOSIdentities().Get(context.Background(), victim.Status.IdentityRef.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		if a := id.Status.Allocation; a != nil && a.MachineUID == string(victim.UID) {
+			return "identity " + id.Name + " still held by the gone machine"
+		}
+		return ""
+	})
+}
+
+// Rule 9, the partition case: a node stops reporting while the VM on it
+// may still run (its VMI stays Running; nothing confirms it stopped). The
+// claimed machine keeps serving through the class's nodeLostGracePeriod,
+// then fails and is replaced with another identity; the lost machine's
+// identity is fenced — a new machine waits rather than take it — until the
+// Node is deleted, and then it is given back.
+func (e *env) testNodePartition(t *testing.T) {
+	const grace = 6 * time.Second
+	ns := e.namespace(t, "partition")
+	e.fleet(t, "partition", 2, func(c *v1alpha1.MacOSMachineClass) {
+		c.Spec.NodeLostGracePeriod = &metav1.Duration{Duration: grace}
+	})
+	ctx := context.Background()
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "partition", Replicas: ptr.To[int32](1)})
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+	e.createClaim(t, ns, "job", "warm")
+	framework.Eventually(t, 20*time.Second, func() string {
+		if e.boundClaims(t, ns)["job"] == "" {
+			return "claim not bound"
+		}
+		return ""
+	})
+	victim := *e.machine(t, ns, e.boundClaims(t, ns)["job"])
+	node := victim.Status.NodeName
+	require.NotEmpty(t, node)
+
+	require.NoError(t, e.h.LoseNode(node))
+	defer func() { require.NoError(t, e.h.RestoreNode(node)) }()
+	// Within the grace: not Ready, says why and until when, still Bound.
+	waiting := e.waitMachine(t, ns, victim.Name, 20*time.Second, "NodeNotReady", func(m *v1alpha1.MacOSMachine) bool {
+		return condition(m, "Ready").Reason == "NodeNotReady"
+	})
+	assert.Contains(t, condition(waiting, "Ready").Message, "nodeLostGracePeriod")
+	assert.NotEqual(t, v1alpha1.MachineFailed, waiting.Status.Phase)
+	claim, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Get(ctx, "job", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, v1alpha1.ClaimBound, claim.Status.Phase, "a node's blip does not take the workload's Mac")
+
+	// Past the grace: failed, fenced, replaced with the other identity.
+	e.waitEvent(t, ns, "MacOSMachine", victim.Name, "NodeLost", "nodeLostGracePeriod")
+	e.assertFenced(t, ns, victim)
+	framework.Eventually(t, 30*time.Second, func() string {
+		c, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Get(ctx, "job", metav1.GetOptions{})
+		require.NoError(t, err)
+		if c.Status.Phase != v1alpha1.ClaimLost {
+			return "claim " + string(c.Status.Phase)
+		}
+		return ""
+	})
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+	// The one identity left is the fenced one: a new machine waits for it.
+	e.createMachine(t, ns, "next", "partition")
+	e.waitMachine(t, ns, "next", 20*time.Second, "Pending with PoolExhausted", func(m *v1alpha1.MacOSMachine) bool {
+		return condition(m, "IdentityAllocated").Reason == "PoolExhausted"
+	})
+	e.assertFenced(t, ns, victim)
+	assert.Nil(t, e.machine(t, ns, "next").Status.IdentityRef, "the fenced identity is not reused while the node exists")
+
+	// A person who knows the host is off deletes the Node: the launcher
+	// pod goes with it, KubeVirt lets go of the VMI, the teardown ends and
+	// the identity goes to the machine waiting for it.
+	require.NoError(t, e.kube.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}))
+	e.gone(t, ns, victim.Name, 60*time.Second)
+	next := e.waitMachine(t, ns, "next", 30*time.Second, "holding the freed identity", func(m *v1alpha1.MacOSMachine) bool {
+		return m.Status.IdentityRef != nil
+	})
+	assert.Equal(t, victim.Status.IdentityRef.Name, next.Status.IdentityRef.Name)
+}
+
+// Rule 10: a machine is made from its class as it was when the machine was
+// created. Editing the class's display and CPU while machines run changes
+// nothing of theirs — no new bootdisk Job (its name hashes the display), no
+// VM change, no step back from Ready — and a machine made afterwards gets
+// the new shape.
+func (e *env) testClassEdit(t *testing.T) {
+	ns := e.namespace(t, "classedit")
+	e.fleet(t, "classedit", 3, nil)
+	ctx := context.Background()
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "classedit", Replicas: ptr.To[int32](2)})
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 2 })
+
+	type made struct {
+		jobs      []string // name/uid
+		vmGen     int64
+		cores     int64
+		snapWidth int32
+	}
+	madeOf := func(m *v1alpha1.MacOSMachine) made {
+		jobs, err := e.kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: machine.MachineUIDLabel + "=" + string(m.UID)})
+		require.NoError(t, err)
+		var out made
+		for _, j := range jobs.Items {
+			out.jobs = append(out.jobs, j.Name+"/"+string(j.UID))
+		}
+		vm, err := e.dynamic(t).Resource(harness.VirtualMachineGVR).Namespace(ns).Get(ctx, m.Status.VirtualMachineName, metav1.GetOptions{})
+		require.NoError(t, err)
+		out.vmGen = vm.GetGeneration()
+		out.cores, _, _ = unstructured.NestedInt64(vm.Object, "spec", "template", "spec", "domain", "cpu", "cores")
+		if s := m.Status.ClassSnapshot; s != nil {
+			out.snapWidth = s.Spec.Display.Width
+		}
+		return out
+	}
+	before := map[string]made{}
+	for _, m := range e.machines(t, ns) {
+		before[m.Name] = madeOf(&m)
+		require.Equal(t, int32(1920), before[m.Name].snapWidth, "machine %s records its class at create", m.Name)
+		require.Len(t, before[m.Name].jobs, 1)
+	}
+
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c, err := e.client.DockeriosV1alpha1().MacOSMachineClasses().Get(ctx, "classedit", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c.Spec.Display = v1alpha1.DisplaySpec{Width: 1280, Height: 800}
+		c.Spec.CPU.Cores = 8
+		_, err = e.client.DockeriosV1alpha1().MacOSMachineClasses().Update(ctx, c, metav1.UpdateOptions{})
+		return err
+	}))
+	// The edit brings every machine of the class back to the controller;
+	// for a while after it, nothing of theirs may change.
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		for name, was := range before {
+			m := e.machine(t, ns, name)
+			require.Equal(t, v1alpha1.MachineReady, m.Status.Phase, "machine %s left Ready after its class was edited: %s", name, describe(m))
+			require.Equal(t, metav1.ConditionTrue, condition(m, "Ready").Status, "machine %s: %s", name, describe(m))
+			require.Equal(t, was, madeOf(m), "machine %s changed after its class was edited", name)
+		}
+	}
+
+	e.createMachine(t, ns, "fresh", "classedit")
+	fresh := e.waitMachine(t, ns, "fresh", 90*time.Second, "Ready", phaseIs(v1alpha1.MachineReady))
+	got := madeOf(fresh)
+	assert.Equal(t, int32(1280), got.snapWidth, "a machine made after the edit records the class as edited")
+	assert.Equal(t, int64(8), got.cores, "and is made from it")
+	for name, was := range before {
+		assert.Equal(t, int64(4), was.cores, "machine %s", name)
+		assert.NotEqual(t, strings.SplitN(was.jobs[0], "/", 2)[0], strings.SplitN(got.jobs[0], "/", 2)[0], "the new display renders its own bootdisk")
 	}
 }
 
@@ -389,9 +595,7 @@ func (e *env) testDeletedWhileClaimed(t *testing.T) {
 	ctx := context.Background()
 	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "claimed", Replicas: ptr.To[int32](1), MaxMachines: ptr.To[int32](1)})
 	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
-	_, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "job"}, Spec: v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.createClaim(t, ns, "job", "warm")
 	framework.Eventually(t, 20*time.Second, func() string {
 		if len(e.boundClaims(t, ns)) != 1 {
 			return "claim not bound"

@@ -43,9 +43,7 @@ func (e *env) testPoolCap(t *testing.T) {
 	ctx := context.Background()
 	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "capped", Replicas: ptr.To[int32](2), MaxMachines: ptr.To[int32](2)})
 	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 2 })
-	_, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "job"}, Spec: v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.createClaim(t, ns, "job", "warm")
 
 	var ready metav1.Condition
 	e.waitPool(t, ns, "warm", 30*time.Second, func(p *v1alpha1.MacOSMachinePool) bool {
@@ -77,7 +75,7 @@ func (e *env) testPoolCap(t *testing.T) {
 	assert.Equal(t, int32(1), said, "the cap is announced once")
 
 	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"maxMachines": 3}})
-	_, err = e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Patch(ctx, "warm", types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := e.client.DockeriosV1alpha1().MacOSMachinePools(ns).Patch(ctx, "warm", types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
 	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool {
 		return meta.IsStatusConditionTrue(p.Status.Conditions, "Ready") && p.Status.ReadyReplicas == 2

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/dockerios/dockerios/pkg/controller/machine"
 )
 
 // Options are the controller's flags.
@@ -62,7 +64,9 @@ type Options struct {
 	// TerminationGracePeriod is the ACPI shutdown grace of each VM.
 	TerminationGracePeriod time.Duration
 	MachineWorkers         int
-	AgentTimeout           time.Duration
+	// AgentProbeWorkers call guest agents, off the machine workers.
+	AgentProbeWorkers int
+	AgentTimeout      time.Duration
 	// StorageHoldBack is how long new machines wait after a clone into
 	// their StorageClass failed.
 	StorageHoldBack time.Duration
@@ -85,6 +89,7 @@ func NewOptions() *Options {
 		OSKSecretName:           "dockerios-osk",
 		TerminationGracePeriod:  3 * time.Minute,
 		MachineWorkers:          16,
+		AgentProbeWorkers:       machine.DefaultProbeWorkers,
 		AgentTimeout:            5 * time.Second,
 		StorageHoldBack:         5 * time.Minute,
 	}
@@ -110,6 +115,8 @@ func (o *Options) Parse(args []string) error {
 	fs.StringVar(&o.OSKSecretName, "osk-secret-name", o.OSKSecretName, "Secret, in each machine's namespace, holding Apple's SMC key under \"osk\"")
 	fs.DurationVar(&o.TerminationGracePeriod, "vm-termination-grace-period", o.TerminationGracePeriod, "how long a VM's ACPI shutdown may take")
 	fs.IntVar(&o.MachineWorkers, "machine-workers", o.MachineWorkers, "machines reconciled in parallel")
+	fs.IntVar(&o.AgentProbeWorkers, "agent-probe-workers", o.AgentProbeWorkers,
+		"guest agents called in parallel, off the machine workers; at most half of them wait on agents that did not answer last time")
 	fs.DurationVar(&o.AgentTimeout, "agent-timeout", o.AgentTimeout, "bound of one call to a guest agent")
 	fs.DurationVar(&o.StorageHoldBack, "storage-hold-back", o.StorageHoldBack, "how long new machines of a class wait after a clone into its StorageClass failed")
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +150,9 @@ func (o *Options) Validate() error {
 		}
 		if o.MachineWorkers < 1 {
 			errs = append(errs, errors.New("--machine-workers: must be at least 1"))
+		}
+		if o.AgentProbeWorkers < 2 {
+			errs = append(errs, errors.New("--agent-probe-workers: must be at least 2 (half of them may wait on unreachable agents)"))
 		}
 		if o.TerminationGracePeriod < 0 || o.AgentTimeout <= 0 || o.StorageHoldBack <= 0 {
 			errs = append(errs, errors.New("--vm-termination-grace-period must be ≥ 0, --agent-timeout and --storage-hold-back > 0"))

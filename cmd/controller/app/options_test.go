@@ -35,6 +35,7 @@ func TestOptions_Parse(t *testing.T) {
 		{"unknown log level", []string{"--log-level=loud"}, `--log-level: unknown level "loud"`},
 		{"every problem at once", []string{"--health-bind-address=", "--log-level=loud"}, "--health-bind-address: required (the kubelet probes it)\n--log-level"},
 		{"stray argument", []string{"serve"}, `unexpected arguments ["serve"]`},
+		{"one agent prober", []string{"--agent-probe-workers=1"}, "--agent-probe-workers: must be at least 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := NewOptions().Parse(tc.args)

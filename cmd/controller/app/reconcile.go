@@ -46,7 +46,7 @@ func reconcile(ctx context.Context, o *Options, log *slog.Logger, reg prometheus
 	cfg.QPS, cfg.Burst = 200, 400
 	cfg.UserAgent = "dockerios-controller"
 	mcfg := manager.Config{
-		RESTConfig: cfg, Log: log, Registry: reg, MachineWorkers: o.MachineWorkers, AgentTimeout: o.AgentTimeout, StorageHoldBack: o.StorageHoldBack,
+		RESTConfig: cfg, Log: log, Registry: reg, MachineWorkers: o.MachineWorkers, AgentProbeWorkers: o.AgentProbeWorkers, AgentTimeout: o.AgentTimeout, StorageHoldBack: o.StorageHoldBack,
 		Settings: machine.Settings{BootdiskImage: o.BootdiskImage, HookSidecarImage: o.HookSidecarImage,
 			OSKSecretName: o.OSKSecretName, TerminationGracePeriodSeconds: int64(o.TerminationGracePeriod / time.Second)},
 	}

@@ -73,16 +73,29 @@ const (
 	ReasonAgentUnresponsive = "AgentUnresponsive"
 	ReasonClassMissing      = "ClassNotFound"
 	ReasonImageMissing      = "ImageNotFound"
-	ReasonMachineReady      = "Ready"
-	ReasonNotReady          = "NotReady"
+	// ReasonImageNotReady: the system disk waits for a MacOSImage whose
+	// source is not Ready (its Ready condition False, quoted).
+	ReasonImageNotReady = "ImageNotReady"
+	ReasonMachineReady  = "Ready"
+	ReasonNotReady      = "NotReady"
 	// ReasonNoLongerReady marks a machine that was Ready once: such a
 	// machine is not subject to startTimeout any more; the pool replaces
 	// it instead (failure rule "guest panics or hangs").
 	ReasonNoLongerReady = "NoLongerReady"
-	// ReasonNodeLost fails a machine with passed-through devices whose node
-	// stopped being Ready: it cannot migrate, so waiting for the node only
-	// delays its replacement.
+	// ReasonNodeLost fails a machine whose node stopped being Ready for
+	// longer than its class's nodeLostGracePeriod, or at once when it has
+	// passed-through devices (it cannot move, so waiting for the node only
+	// delays its replacement). Its identity stays fenced meanwhile.
 	ReasonNodeLost = "NodeLost"
+	// ReasonNodeNotReady: the machine's node is not Ready and the class's
+	// nodeLostGracePeriod has not run out; nothing is failed yet.
+	ReasonNodeNotReady = "NodeNotReady"
+	// ReasonVMMayRun (IdentityFenced True) and ReasonVMGone (False): a
+	// failed or deleted machine keeps its identity while its
+	// VirtualMachineInstance exists, which KubeVirt removes only once its
+	// launcher pod is gone, and gives it back once it does not.
+	ReasonVMMayRun = "VirtualMachineMayRun"
+	ReasonVMGone   = "VirtualMachineGone"
 )
 
 // Observed is everything a reconcile saw of a machine's world. Nil means
@@ -110,14 +123,18 @@ type Observed struct {
 	// when its pod says.
 	BootdiskExit *BuilderExit
 
-	// Agent is the result of this reconcile's call to the guest agent,
-	// when one was made.
+	// Agent is the guest agent's last answer (AgentErr why it gave none),
+	// heard at AgentSeen, when it was asked (AgentAsked); both nil while
+	// the answer is not in yet.
 	Agent      *api.Status
 	AgentErr   error
 	AgentAsked bool
+	AgentSeen  time.Time
 
-	// NodeNotReady is set when the VMI's node is not Ready (its message).
-	NodeNotReady string
+	// NodeNotReady is set when the VMI's node is not Ready (its message),
+	// since NodeNotReadySince by the node's own record.
+	NodeNotReady      string
+	NodeNotReadySince time.Time
 	// OSKSecretMissing says why the VirtualMachine is not started: the
 	// Secret with Apple's SMC key is not in the machine's namespace.
 	OSKSecretMissing string
@@ -227,6 +244,10 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		msg := fmt.Sprintf("DataVolume %s failed to clone%s", o.DV.Name, dvMessage(o.DV))
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloneFailed, msg)
 		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonCloneFailed, Message: msg}
+	case o.DV != nil && imageNotReady(o.Image) != "":
+		// CDI waits for the image's source; say what it waits for.
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonImageNotReady,
+			fmt.Sprintf("DataVolume %s waits for its source: %s", o.DV.Name, imageNotReady(o.Image)))
 	case o.DV != nil:
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloning,
 			fmt.Sprintf("DataVolume %s is %s (%s)", o.DV.Name, phaseOr(string(o.DV.Status.Phase), "pending"), progressOr(o.DV)))
@@ -236,6 +257,9 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonClassMissing, fmt.Sprintf("MacOSMachineClass %s does not exist", m.Spec.ClassName))
 	case o.Image == nil:
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonImageMissing, "the machine's MacOSImage does not exist")
+	case imageNotReady(o.Image) != "":
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonImageNotReady,
+			"the system disk DataVolume is being created; it waits for its source: "+imageNotReady(o.Image))
 	default:
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloning, "the system disk DataVolume is being created")
 	}
@@ -247,9 +271,13 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	if o.VM != nil {
 		st.VirtualMachineName = o.VM.Name
 	}
+	if o.VMI != nil {
+		// Kept while the VMI says where it is, running or not: a VMI on a
+		// lost node is what holds the machine's identity.
+		st.NodeName = o.VMI.Status.NodeName
+	}
 	switch {
 	case running:
-		st.NodeName = o.VMI.Status.NodeName
 		st.Addresses = Addresses(o.VMI)
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionTrue, ReasonVMIRunning,
 			fmt.Sprintf("VirtualMachineInstance %s runs on node %s", o.VMI.Name, o.VMI.Status.NodeName))
@@ -267,6 +295,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	// Agent. Unreachable is not the guest's fault: GuestReady keeps the
 	// last thing the agent said (failure rule "agent unreachable but VMI
 	// running").
+	agentPending := running && o.AgentAsked && o.Agent == nil && o.AgentErr == nil
 	switch {
 	case !running:
 		set(v1alpha1.MachineAgentReachable, metav1.ConditionUnknown, ReasonNotStarted, "the virtual machine is not running")
@@ -274,12 +303,21 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		st.Agent = nil
 	case !o.AgentAsked:
 		set(v1alpha1.MachineAgentReachable, metav1.ConditionFalse, ReasonNoAddress, "the VirtualMachineInstance reports no address for the agent's interface yet")
+	case agentPending:
+		// Not asked yet is not unreachable: what was last heard stands.
+		if c := meta.FindStatusCondition(st.Conditions, v1alpha1.MachineAgentReachable); c == nil || c.Reason == ReasonNotStarted || c.Reason == ReasonNoAddress {
+			set(v1alpha1.MachineAgentReachable, metav1.ConditionUnknown, ReasonNotStarted, "the guest agent has not been asked yet")
+		}
 	case o.AgentErr != nil:
 		set(v1alpha1.MachineAgentReachable, metav1.ConditionFalse, agentReason(o.AgentErr), o.AgentErr.Error())
 	default:
 		a := o.Agent
 		set(v1alpha1.MachineAgentReachable, metav1.ConditionTrue, ReasonAgentAnswered, "the agent proved it holds this machine's token")
-		st.Agent = agentReport(a, m.Status.Agent, now)
+		seen := o.AgentSeen
+		if seen.IsZero() {
+			seen = now
+		}
+		st.Agent = agentReport(a, m.Status.Agent, seen)
 		if a.Stage == api.StageReady {
 			set(v1alpha1.MachineGuestReady, metav1.ConditionTrue, string(a.Stage), "the guest agent reports Ready")
 		} else {
@@ -291,25 +329,38 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	}
 
 	everReady := WasReady(m)
-	hung := ""
-	if running && everReady && !o.NetworkFault && o.Class != nil {
+	// A VMI on a node that is not Ready: the node's fate decides the
+	// machine's, not its agent's silence (which follows from it).
+	nodeLost := o.VMI != nil && o.NodeNotReady != "" && o.Class != nil
+	hung, nodeWait := "", ""
+	if running && everReady && !o.NetworkFault && o.Class != nil && !nodeLost && (!agentPending || Hung(m)) {
 		hung = unresponsive(st, agentUnresponsiveTimeout(o.Class), now)
 	}
-	ready := disksReady && running && hung == "" &&
+	if nodeLost && d.Fail == nil {
+		node := o.VMI.Status.NodeName
+		switch grace := NodeLostGracePeriod(o.Class); {
+		case len(o.Class.Spec.HostDevices) > 0:
+			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNodeLost,
+				Message: fmt.Sprintf("node %s is not Ready (%s) and the machine has passed-through devices, so it cannot move: failed at once to be replaced",
+					node, o.NodeNotReady)}
+		case now.Sub(o.NodeNotReadySince) >= grace:
+			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNodeLost,
+				Message: fmt.Sprintf("node %s is not Ready (%s) since %s, longer than the class's nodeLostGracePeriod %s: failed to be replaced",
+					node, o.NodeNotReady, o.NodeNotReadySince.UTC().Format(time.RFC3339), grace)}
+		default:
+			nodeWait = fmt.Sprintf("node %s is not Ready (%s) since %s; unless it is back within the class's nodeLostGracePeriod %s, the machine is failed and replaced at %s",
+				node, o.NodeNotReady, o.NodeNotReadySince.UTC().Format(time.RFC3339), grace, o.NodeNotReadySince.Add(grace).UTC().Format(time.RFC3339))
+		}
+	}
+	ready := disksReady && running && hung == "" && nodeWait == "" &&
 		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineAgentReachable) &&
 		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineGuestReady)
-
-	if running && o.NodeNotReady != "" && o.Class != nil && len(o.Class.Spec.HostDevices) > 0 && d.Fail == nil {
-		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonNodeLost,
-			Message: fmt.Sprintf("node %s is not Ready (%s) and the machine has passed-through devices, so it cannot move: failed at once to be replaced",
-				o.VMI.Status.NodeName, o.NodeNotReady)}
-	}
 
 	// startTimeout: from the VirtualMachine's creation (once both disks
 	// are ready), by KubeVirt's own record of it, so a restart of the
 	// controller does not restart the clock; a VMI that is never
 	// scheduled, fails or crash-loops counts as much as a silent guest.
-	if o.VM != nil && !ready && !everReady && o.Class != nil && d.Fail == nil && !(running && o.NetworkFault && o.AgentErr != nil) {
+	if o.VM != nil && !ready && !everReady && o.Class != nil && d.Fail == nil && !agentPending && !(running && o.NetworkFault && o.AgentErr != nil) {
 		if timeout := startTimeout(o.Class); now.Sub(o.VM.CreationTimestamp.Time) > timeout {
 			reason, seen := startBlocker(o, runningSince, running, st.Conditions)
 			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: reason,
@@ -320,6 +371,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	switch {
 	case ready:
 		set(v1alpha1.MachineConditionReady, metav1.ConditionTrue, ReasonMachineReady, "the guest agent reports Ready")
+	case nodeWait != "":
+		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, ReasonNodeNotReady, nodeWait)
 	case hung != "":
 		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, ReasonAgentUnresponsive, hung)
 	case everReady:
@@ -332,6 +385,11 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	case d.Fail != nil:
 		st.Phase = v1alpha1.MachineFailed
 		set(d.Fail.Type, d.Fail.Status, d.Fail.Reason, d.Fail.Message)
+		if st.IdentityRef != nil && o.VMI != nil {
+			// Rule 9: the apiserver keeps the identity of a fenced
+			// machine until its VM is confirmed gone.
+			set(v1alpha1.MachineIdentityFenced, metav1.ConditionTrue, ReasonVMMayRun, fenceMessage(st.IdentityRef.Name, o))
+		}
 	case st.IdentityRef == nil:
 		st.Phase = v1alpha1.MachinePending
 	case o.Class == nil || (o.DV == nil && o.StorageHeldBack != ""):
@@ -361,6 +419,46 @@ func WasReady(m *v1alpha1.MacOSMachine) bool {
 func Hung(m *v1alpha1.MacOSMachine) bool {
 	c := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineConditionReady)
 	return c != nil && c.Reason == ReasonAgentUnresponsive
+}
+
+// imageNotReady says why the image is not Ready ("" when it is, or when
+// nothing has said yet: an image just created is not held against a
+// machine).
+func imageNotReady(img *v1alpha1.MacOSImage) string {
+	if img == nil {
+		return ""
+	}
+	c := meta.FindStatusCondition(img.Status.Conditions, "Ready")
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return ""
+	}
+	return fmt.Sprintf("MacOSImage %s is not Ready (%s: %s)", img.Name, c.Reason, c.Message)
+}
+
+// fenceMessage says why the machine's identity stays held and what lets
+// it go.
+func fenceMessage(identity string, o *Observed) string {
+	if o.NodeNotReady != "" {
+		return fmt.Sprintf("VirtualMachineInstance %s is on node %s, which is not Ready (%s): its VM may still run there, so MacOSIdentity %s stays held until the VMI is gone. "+
+			"KubeVirt removes the VMI once its launcher pod is gone: when the node comes back, when the Node is deleted (once its host is known to be off), or when the pod is force-deleted",
+			o.VMI.Name, o.VMI.Status.NodeName, o.NodeNotReady, identity)
+	}
+	return fmt.Sprintf("VirtualMachineInstance %s still exists (%s): MacOSIdentity %s stays held until it is gone",
+		o.VMI.Name, phaseOr(string(o.VMI.Status.Phase), "pending"), identity)
+}
+
+// Fenced says whether the machine's identity is held because its VM may
+// still run.
+func Fenced(m *v1alpha1.MacOSMachine) bool {
+	return meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineIdentityFenced)
+}
+
+// NodeLostGracePeriod is the class's nodeLostGracePeriod, or its default.
+func NodeLostGracePeriod(c *v1alpha1.MacOSMachineClass) time.Duration {
+	if t := c.Spec.NodeLostGracePeriod; t != nil {
+		return t.Duration
+	}
+	return v1alpha1.DefaultNodeLostGracePeriod
 }
 
 // startTimeout is the class's startTimeout, or its default.

@@ -121,6 +121,15 @@ func wasReady(agentReachable metav1.ConditionStatus, agentSince, progress time.T
 	}
 }
 
+// notReadyImage is an image whose source the image controller did not find.
+func notReadyImage() *v1alpha1.MacOSImage {
+	img := &v1alpha1.MacOSImage{}
+	img.Name = "sonoma"
+	img.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "SourceNotFound",
+		Message: "DataSource dockerios-images/sonoma-14-6 does not exist"}}
+	return img
+}
+
 // stuckAt is when a stuck agent last computed its status.
 var stuckAt = t0.Add(-time.Hour)
 
@@ -156,6 +165,10 @@ func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 			v1alpha1.MachineFailed, "BootdiskReady=False/BootdiskInvalidInput", "BootdiskInvalidInput"},
 		{"clone running", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.CloneInProgress)}, t0,
 			v1alpha1.MachineProvisioning, "SystemDiskReady=False/Cloning", ""},
+		{"clone waiting for an image that is not Ready says so", nil, Observed{Class: testClass(), Image: notReadyImage(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.CloneScheduled)}, t0,
+			v1alpha1.MachineProvisioning, "SystemDiskReady=False/ImageNotReady", ""},
+		{"no clone yet, image not Ready", nil, Observed{Class: testClass(), Image: notReadyImage(), Job: job(batchv1.JobComplete)}, t0,
+			v1alpha1.MachineProvisioning, "SystemDiskReady=False/ImageNotReady", ""},
 		{"clone failed fails the machine", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Failed)}, t0,
 			v1alpha1.MachineFailed, "SystemDiskReady=False/CloneFailed", "CloneFailed"},
 		{"disks ready, no OSK Secret", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
@@ -179,9 +192,25 @@ func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 		}(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true,
 			AgentErr: client.ErrUnreachable, NodeNotReady: "Ready=Unknown NodeStatusUnknown: kubelet stopped posting"}, t0.Add(time.Minute),
 			v1alpha1.MachineFailed, "Ready=False/NodeLost", "NodeLost"},
-		{"node lost without passed-through devices waits for KubeVirt", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
-			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable, NodeNotReady: "Ready=Unknown"}, t0.Add(time.Minute),
-			v1alpha1.MachineStarting, "AgentReachable=False/Unreachable", ""},
+		{"node lost without passed-through devices: within the grace, nothing fails", wasReady(metav1.ConditionFalse, t0, t0), Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable,
+			NodeNotReady: "Ready=Unknown", NodeNotReadySince: t0}, t0.Add(4 * time.Minute),
+			v1alpha1.MachineReady, "Ready=False/NodeNotReady", ""},
+		{"node lost without passed-through devices: past the grace, failed", wasReady(metav1.ConditionFalse, t0, t0), Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable,
+			NodeNotReady: "Ready=Unknown", NodeNotReadySince: t0}, t0.Add(6 * time.Minute),
+			v1alpha1.MachineFailed, "IdentityFenced=True/VirtualMachineMayRun", "NodeLost"},
+		{"node lost, the VMI failed by KubeVirt (NodeUnresponsive): still the node's grace", wasReady(metav1.ConditionFalse, t0, t0), Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Failed, t0), NodeNotReady: "Ready=Unknown", NodeNotReadySince: t0}, t0.Add(4 * time.Minute),
+			v1alpha1.MachineStarting, "Ready=False/NodeNotReady", ""},
+		{"a class's zero grace fails at once", wasReady(metav1.ConditionFalse, t0, t0), Observed{Class: func() *v1alpha1.MacOSMachineClass {
+			c := testClass()
+			c.Spec.NodeLostGracePeriod = &metav1.Duration{}
+			return c
+		}(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable,
+			NodeNotReady: "Ready=Unknown", NodeNotReadySince: t0}, t0,
+			v1alpha1.MachineFailed, "IdentityFenced=True/VirtualMachineMayRun", "NodeLost"},
 		{"agent silent past startTimeout during a network fault waits", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
 			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, AgentErr: client.ErrUnreachable, NetworkFault: true}, t0.Add(11 * time.Minute),
 			v1alpha1.MachineStarting, "AgentReachable=False/Unreachable", ""},
@@ -250,10 +279,14 @@ func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 			}
 			if tc.failCause == "" {
 				assert.Nil(t, d.Fail)
+				assert.Nil(t, meta.FindStatusCondition(d.Status.Conditions, v1alpha1.MachineIdentityFenced), "only a failing machine is fenced")
 			} else if assert.NotNil(t, d.Fail) {
 				assert.Equal(t, tc.failCause, d.Fail.Reason)
 				r := meta.FindStatusCondition(d.Status.Conditions, v1alpha1.MachineConditionReady)
 				assert.Equal(t, tc.failCause, r.Reason, "Ready says why it failed")
+				// Rule 9: a machine failing while a VMI of it exists keeps
+				// its identity, fenced, until the VMI is gone.
+				assert.Equal(t, tc.o.VMI != nil, Fenced(&v1alpha1.MacOSMachine{Status: d.Status}), "fenced exactly when a VMI exists")
 			}
 			if e := tc.o.BootdiskExit; e != nil {
 				b := meta.FindStatusCondition(d.Status.Conditions, v1alpha1.MachineBootdiskReady)

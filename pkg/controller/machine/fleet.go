@@ -58,6 +58,8 @@ type FleetWatch struct {
 	Interval    time.Duration
 
 	fault atomic.Bool
+	// over is when the last fault ended (UnixNano), zero while none has.
+	over atomic.Int64
 	// told are the machines (by UID) told of the current fault, so each
 	// gets one Event however long it lasts; only Evaluate touches it.
 	told        map[string]bool
@@ -82,6 +84,16 @@ func NewFleetWatch(machines dlisters.MacOSMachineLister, rec record.EventRecorde
 
 // Fault reports whether a network fault is in effect.
 func (w *FleetWatch) Fault() bool { return w != nil && w.fault.Load() }
+
+// Over is when the last network fault ended (zero if none has in this
+// process): an agent's silence heard before then was the fault's, and says
+// nothing of its guest.
+func (w *FleetWatch) Over() time.Time {
+	if w == nil || w.over.Load() == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, w.over.Load())
+}
 
 // Run evaluates the fleet every interval until ctx ends.
 func (w *FleetWatch) Run(ctx context.Context) {
@@ -117,6 +129,11 @@ func (w *FleetWatch) Evaluate() {
 	}
 	w.unreachable.Set(float64(len(lost)))
 	fault := len(lost) >= w.MinMachines && float64(len(lost)) >= w.MinFraction*float64(running)
+	if !fault && w.fault.Load() {
+		// Set before the flag drops: whoever sees no fault sees when it
+		// ended.
+		w.over.Store(time.Now().UnixNano())
+	}
 	was := w.fault.Swap(fault)
 	switch {
 	case fault && !was:

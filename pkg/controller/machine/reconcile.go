@@ -44,8 +44,6 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
-	"github.com/dockerios/dockerios/agent/api"
-	"github.com/dockerios/dockerios/agent/client"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/bootdisk"
 	"github.com/dockerios/dockerios/pkg/controller/external"
@@ -116,8 +114,9 @@ type Reconciler struct {
 	Settings Settings
 	Recorder record.EventRecorder
 	Log      *slog.Logger
-	// AgentTimeout bounds one call to a guest agent.
-	AgentTimeout time.Duration
+	// Prober asks the guest agents, off the reconcile workers; nil asks
+	// none (machines stay Starting).
+	Prober *Prober
 	// Metrics, when set, observes phase changes.
 	Metrics *Metrics
 	// Fleet, when set, suspends startTimeout during an agent network fault.
@@ -164,16 +163,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 	if err := r.act(ctx, m, o, &requeue); err != nil {
 		return Result{}, err
 	}
+	// Read before the fault's end (below): FleetWatch records the end
+	// before it drops the flag, so a pass that sees no fault sees the end.
+	o.NetworkFault = r.Fleet.Fault()
 	if o.VMI != nil && o.Secret != nil && o.Class != nil {
-		if _, running := VMIRunningSince(o.VMI); running {
+		if since, running := VMIRunningSince(o.VMI); running {
 			if addr, ok := AgentAddress(o.VMI, o.Class); ok {
+				// Never a call to the agent here (one that does not answer
+				// would hold this worker for the whole timeout): the
+				// prober's last answer, and the prober asks again when due.
 				o.AgentAsked = true
-				o.Agent, o.AgentErr = r.askAgent(ctx, addr, o.Secret.Data[TokenSecretKey])
+				now := r.now()
+				if res, ok := r.Prober.Result(ProbeTarget{Namespace: m.Namespace, Name: m.Name, UID: m.UID, Address: addr, Token: o.Secret.Data[TokenSecretKey]},
+					agentPoll(m, since, now), answerNeededFrom(m, o, r.Fleet.Over(), now)); ok {
+					o.Agent, o.AgentErr, o.AgentSeen = res.Status, res.Err, res.At
+				}
 			}
 		}
 	}
+	if !o.AgentAsked {
+		r.Prober.Forget(m.UID)
+	}
 
-	o.NetworkFault = r.Fleet.Fault()
 	d := Derive(m, o, r.now())
 	if err := r.writeStatus(ctx, m, d.Status); err != nil {
 		return Result{}, err
@@ -215,6 +226,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 		}
 	case v1alpha1.MachineReady:
 		requeue = minPositive(requeue, pollReady)
+		if o.NodeNotReady != "" && o.Class != nil {
+			// The end of the node's grace brings no event: look then.
+			requeue = minPositive(requeue, time.Until(o.NodeNotReadySince.Add(NodeLostGracePeriod(o.Class)))+time.Second)
+		}
 		if at, ok := hungDeadline(&d.Status, o.Class); ok {
 			// A silent agent brings no event when its machine's
 			// agentUnresponsiveTimeout runs out: look then.
@@ -239,6 +254,7 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 	if o.Class, err = getOrNil(r.Listers.Classes.Get(m.Spec.ClassName)); err != nil {
 		return nil, err
 	}
+	o.Class = madeOf(m, o.Class)
 	imageName := m.Spec.ImageName
 	if imageName == "" && o.Class != nil {
 		imageName = o.Class.Spec.ImageName
@@ -292,9 +308,23 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 		o.StorageHeldBack, o.StorageProbe = r.heldBack(o.Class, m)
 	}
 	if o.VMI != nil && o.VMI.Status.NodeName != "" && r.Listers.Nodes != nil {
-		o.NodeNotReady = nodeNotReady(r.Listers.Nodes, o.VMI.Status.NodeName)
+		o.NodeNotReady, o.NodeNotReadySince = nodeNotReady(r.Listers.Nodes, o.VMI.Status.NodeName)
 	}
 	return o, nil
+}
+
+// madeOf is the class m is made from: the class as it is (its status, so
+// the storage hold-back of the class as it is applies), with the spec the
+// apiserver recorded when m was created, so that editing a class changes
+// only machines made afterwards (rule 10). A machine recorded before
+// snapshots were is made from the class as it is.
+func madeOf(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass) *v1alpha1.MacOSMachineClass {
+	if class == nil || m.Status.ClassSnapshot == nil {
+		return class
+	}
+	made := class.DeepCopy()
+	made.Spec = *m.Status.ClassSnapshot.Spec.DeepCopy()
+	return made
 }
 
 func getOrNil[T any](obj *T, err error) (*T, error) {
@@ -577,20 +607,6 @@ func (r *Reconciler) builderExit(ctx context.Context, job *batchv1.Job) (*Builde
 	return last, nil
 }
 
-// askAgent calls the guest agent once.
-func (r *Reconciler) askAgent(ctx context.Context, addr string, token []byte) (*api.Status, error) {
-	timeout := r.AgentTimeout
-	if timeout <= 0 {
-		timeout = client.DefaultTimeout
-	}
-	c, err := client.New(addr, token, client.Options{Timeout: timeout})
-	if err != nil {
-		return nil, err
-	}
-	defer c.CloseIdleConnections()
-	return c.Status(ctx)
-}
-
 // writeStatus writes the derived status when it says something new.
 func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, st v1alpha1.MacOSMachineStatus) error {
 	if !statusChanged(&m.Status, &st, r.now()) {
@@ -754,20 +770,21 @@ func storageClassOf(c *v1alpha1.MacOSMachineClass) string {
 	return "(default)"
 }
 
-// nodeNotReady returns why a node is not Ready, or "" when it is (or is
-// not known: a node absent from the cache is not evidence of loss).
-func nodeNotReady(l corelisters.NodeLister, name string) string {
+// nodeNotReady returns why a node is not Ready and since when, or "" when
+// it is (or is not known: a node absent from the cache is not evidence of
+// loss).
+func nodeNotReady(l corelisters.NodeLister, name string) (string, time.Time) {
 	n, err := l.Get(name)
 	if err != nil {
-		return ""
+		return "", time.Time{}
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			if c.Status == corev1.ConditionTrue {
-				return ""
+				return "", time.Time{}
 			}
-			return fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+			return fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message), c.LastTransitionTime.Time
 		}
 	}
-	return ""
+	return "", time.Time{}
 }

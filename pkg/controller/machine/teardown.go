@@ -52,12 +52,19 @@ func (r *Reconciler) teardown(ctx context.Context, m *v1alpha1.MacOSMachine) (Re
 	if err != nil {
 		return Result{}, err
 	}
-	if m.Status.Phase != v1alpha1.MachineTerminating && m.Status.Phase != v1alpha1.MachineFailed {
-		st := m.Status.DeepCopy()
+	st := m.Status.DeepCopy()
+	if m.Status.Phase != v1alpha1.MachineFailed {
 		st.Phase = v1alpha1.MachineTerminating
-		if err := r.writeStatus(ctx, m, *st); err != nil {
-			return Result{}, err
-		}
+	}
+	if o.VMI != nil && o.NodeNotReady != "" && st.IdentityRef != nil && !Fenced(m) {
+		// The identity goes with the finalizer, which waits for the VMI:
+		// say why that may take until the node is dealt with.
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.MachineIdentityFenced, Status: metav1.ConditionTrue,
+			Reason: ReasonVMMayRun, ObservedGeneration: m.Generation, LastTransitionTime: metav1.NewTime(r.now()),
+			Message: fenceMessage(st.IdentityRef.Name, o)})
+	}
+	if err := r.writeStatus(ctx, m, *st); err != nil {
+		return Result{}, err
 	}
 	waiting, err := r.removeOwned(ctx, m, o)
 	if err != nil || waiting != "" {
@@ -208,11 +215,24 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, m *v1alpha1.MacOSMachi
 	return nil
 }
 
-// disposeFailed stops a Failed machine's VM and frees what it holds
-// besides its identity (already released by the apiserver): nothing of a
-// failed machine keeps running. The machine object stays, Failed, until
-// its pool or its user deletes it; teardown then removes the rest.
+// disposeFailed stops a Failed machine's VM: nothing of a failed machine
+// keeps running. A machine that failed while its VM could still run keeps
+// its identity, fenced, until the VMI is gone — which KubeVirt allows only
+// once the launcher pod is — and then lifts the fence in a status write,
+// in which the apiserver gives the identity back. The machine object
+// stays, Failed, until its pool or its user deletes it; teardown then
+// removes the rest.
 func (r *Reconciler) disposeFailed(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed) (Result, error) {
+	if o.VMI == nil && Fenced(m) {
+		st := m.Status.DeepCopy()
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.MachineIdentityFenced, Status: metav1.ConditionFalse,
+			Reason: ReasonVMGone, ObservedGeneration: m.Generation, LastTransitionTime: metav1.NewTime(r.now()),
+			Message: fmt.Sprintf("VirtualMachineInstance %s is gone (KubeVirt removes it only once its launcher pod is): the identity is given back", NamesFor(m).VirtualMachine)})
+		if err := r.writeStatus(ctx, m, *st); err != nil {
+			return Result{}, err
+		}
+		r.Recorder.Eventf(m, corev1.EventTypeNormal, "IdentityUnfenced", "VirtualMachineInstance %s is gone: the identity is given back", NamesFor(m).VirtualMachine)
+	}
 	if o.VMI == nil && o.VM == nil {
 		return Result{}, nil
 	}

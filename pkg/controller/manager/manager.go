@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -54,11 +55,14 @@ import (
 type Config struct {
 	RESTConfig *rest.Config
 	Settings   machine.Settings
-	// MachineWorkers reconcile machines in parallel (agent calls block a
-	// worker for up to AgentTimeout); PoolWorkers pools and claims.
+	// MachineWorkers reconcile machines in parallel; PoolWorkers pools and
+	// claims.
 	MachineWorkers, PoolWorkers int
-	AgentTimeout                time.Duration
-	StorageHoldBack             time.Duration
+	// AgentProbeWorkers call guest agents in parallel, each call bounded by
+	// AgentTimeout (machine.DefaultProbeWorkers when zero).
+	AgentProbeWorkers int
+	AgentTimeout      time.Duration
+	StorageHoldBack   time.Duration
 	// Resync re-reads every object this often, as a safety net for events
 	// lost while the controller was not leader.
 	Resync   time.Duration
@@ -126,7 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	mr := &machine.Reconciler{
 		Kube: kube, Dynamic: dyn, Client: client, Settings: cfg.Settings, Recorder: recorder,
-		Log: cfg.Log.With("reconciler", "machine"), AgentTimeout: cfg.AgentTimeout, StorageHoldBack: cfg.StorageHoldBack,
+		Log: cfg.Log.With("reconciler", "machine"), StorageHoldBack: cfg.StorageHoldBack,
 		Listers: machine.Listers{
 			Machines: machines.Lister(), Classes: d.MacOSMachineClasses().Lister(), Images: d.MacOSImages().Lister(),
 			Identities: d.MacOSIdentities().Lister(),
@@ -149,6 +153,9 @@ func Run(ctx context.Context, cfg Config) error {
 		machineIndex: machines.Informer().GetIndexer(),
 	}
 	m.registerMetrics(cfg.Registry, d)
+	// Agents' answers come back to the machine queue as events.
+	mr.Prober = machine.NewProber(machine.ProberConfig{Workers: cfg.AgentProbeWorkers, Timeout: cfg.AgentTimeout,
+		Enqueue: func(ns, name string) { m.machines.Add(ns + "/" + name) }}, cfg.Registry)
 
 	// Event wiring.
 	handleRelevant(machines.Informer(), machineRelevant, func(obj any) { m.machines.Add(key(obj.(metav1.Object))) })
@@ -163,6 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 			m.claims.Add(key(mm))
 		}
 	})
+	forgetGone(machines.Informer(), mr.Prober)
 	handle(d.MacOSMachinePools().Informer(), func(obj any) { m.pools.Add(key(obj.(metav1.Object))) })
 	handle(d.MacOSMachineClaims().Informer(), func(obj any) {
 		c := obj.(*v1alpha1.MacOSMachineClaim)
@@ -220,6 +228,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); mr.Fleet.Run(ctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); mr.Prober.Run(ctx) }()
 	run := func(q workqueue.TypedRateLimitingInterface[string], n int, f func(context.Context, string) (time.Duration, error)) {
 		for range n {
 			wg.Add(1)
@@ -287,6 +297,28 @@ func (q *queues) enqueueOwner(obj any) {
 }
 
 func key(o metav1.Object) string { return o.GetNamespace() + "/" + o.GetName() }
+
+// forgetGone drops the prober's answers of machines being torn down or
+// gone: nothing asks their agents any more.
+func forgetGone(inf cache.SharedIndexInformer, p *machine.Prober) {
+	forget := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if mm, ok := obj.(*v1alpha1.MacOSMachine); ok {
+			p.Forget(mm.UID)
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if obj.(*v1alpha1.MacOSMachine).DeletionTimestamp != nil {
+				forget(obj)
+			}
+		},
+		DeleteFunc: forget,
+	})
+	runtime.Must(err)
+}
 
 // handle passes every event of inf to f.
 func handle(inf cache.SharedIndexInformer, f func(any)) {
