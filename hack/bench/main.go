@@ -122,6 +122,19 @@ type bench struct {
 	machines   machinestorage.MachineStorage
 	identities identitystorage.IdentityStorage
 	getter     generic.RESTOptionsGetter
+	stopViews  context.CancelFunc
+	views      sync.WaitGroup
+}
+
+// close lets go of etcd before it stops: a client still open then (the
+// ledger's, the stores' and their watch caches') redials it until the
+// program exits, and gRPC logs every refused dial.
+func (b *bench) close() {
+	b.stopViews()
+	b.views.Wait()
+	b.machines.Machine.Destroy()
+	b.identities.Identity.Destroy()
+	_ = b.etcd.Close()
 }
 
 func run(clients int, duration time.Duration, small, large, samples int) error {
@@ -139,6 +152,7 @@ func run(clients int, duration time.Duration, small, large, samples int) error {
 	if err != nil {
 		return err
 	}
+	defer b.close()
 	ctx := context.Background()
 	fmt.Printf("etcd v3.7 in its own process, fsync on; clients: %d; %s of each kind of write over %d rounds\n\n", clients, duration, rounds)
 
@@ -292,10 +306,13 @@ func newBench(endpoint string) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
+	b := &bench{etcd: client, ledger: ledger, machines: machines, identities: identities, getter: g}
 	// As the apiserver does once it has started.
-	go ledger.RunFreeView(context.Background())
-	go ledger.RunClassView(context.Background())
-	return &bench{etcd: client, ledger: ledger, machines: machines, identities: identities, getter: g}, nil
+	var ctx context.Context
+	ctx, b.stopViews = context.WithCancel(context.Background())
+	b.views.Go(func() { ledger.RunFreeView(ctx) })
+	b.views.Go(func() { ledger.RunClassView(ctx) })
+	return b, nil
 }
 
 // rawTxnRate is the baseline: what etcd does with transactions of the same

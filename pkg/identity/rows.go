@@ -77,7 +77,11 @@ type Row struct {
 
 // RowError says why the row on a line was not read.
 type RowError struct {
-	Line   int
+	Line int
+	// Serial is the row's serial number when its fields could be read and
+	// the serial is valid, so that a report can name the row by it; an
+	// invalid one is only in Reason, quoted and shortened.
+	Serial string
 	Reason string
 }
 
@@ -132,7 +136,7 @@ func parseRows(r io.Reader, maxRows, maxErrors int) ([]Row, []RowError, error) {
 			line = bytes.TrimPrefix(line, utf8BOM)
 		}
 		if tooLong || len(line) > MaxRowLineLength {
-			if ferr := p.fail(lineNo, fmt.Sprintf("is longer than %d bytes; a row is a few hundred", MaxRowLineLength)); ferr != nil {
+			if ferr := p.fail(lineNo, "", fmt.Sprintf("is longer than %d bytes; a row is a few hundred", MaxRowLineLength)); ferr != nil {
 				return p.rows, p.errs, ferr
 			}
 		} else if ferr := p.parseLine(lineNo, string(line)); ferr != nil {
@@ -159,14 +163,14 @@ type rowParser struct {
 
 // fail records a row error, or returns a file error once there are too many
 // rows to keep.
-func (p *rowParser) fail(line int, reason string) error {
+func (p *rowParser) fail(line int, serial, reason string) error {
 	if err := p.checkCount(); err != nil {
 		return err
 	}
 	if len(p.errs) >= p.maxErrors {
 		return fmt.Errorf("more than %d bad rows, the last on line %d: is this a serial-set file from osx-serial-generator?", p.maxErrors, line)
 	}
-	p.errs = append(p.errs, RowError{Line: line, Reason: reason})
+	p.errs = append(p.errs, RowError{Line: line, Serial: serial, Reason: reason})
 	return nil
 }
 
@@ -191,21 +195,25 @@ func (p *rowParser) parseLine(lineNo int, line string) error {
 	}
 	fields, err := splitFields(line, p.sep)
 	if err != nil {
-		return p.fail(lineNo, err.Error())
+		return p.fail(lineNo, "", err.Error())
 	}
 	if first && isHeader(fields) {
 		return nil
 	}
 	fields, err = p.normalize(fields)
 	if err != nil {
-		return p.fail(lineNo, err.Error())
+		return p.fail(lineNo, "", err.Error())
 	}
 	row, problems := buildRow(lineNo, fields)
 	if len(problems) == 0 {
 		problems = p.duplicates(row)
 	}
 	if len(problems) > 0 {
-		return p.fail(lineNo, strings.Join(problems, "; "))
+		serial := row.SerialNumber
+		if ValidateSerialNumber(serial) != nil {
+			serial = ""
+		}
+		return p.fail(lineNo, serial, strings.Join(problems, "; "))
 	}
 	if err := p.checkCount(); err != nil {
 		return err

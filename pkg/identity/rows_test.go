@@ -265,6 +265,25 @@ func TestParseRows_ReportsBadRowsAndReadsTheRest(t *testing.T) {
 	}
 }
 
+func TestParseRows_BadRowKeepsItsValidSerial(t *testing.T) {
+	for name, tc := range map[string]struct {
+		bad        string
+		wantSerial string
+	}{
+		"another value invalid":   {strings.Replace(csvRow2, "C02726902QXJG361F", "C02726902QXJG361G", 1), "C02TX06XHX87"},
+		"a value repeated":        {csvRow1, "C02TM2ZBHX87"},
+		"the serial invalid":      {strings.Replace(csvRow2, "C02TX06XHX87", "C02TX06XHX8", 1), ""},
+		"the fields not readable": {`"iMacPro1,1","C02TX06XHX87","C02726902QXJG361F"`, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, rowErrs, err := ParseRows(strings.NewReader(csvRow1 + "\n" + tc.bad + "\n"))
+			require.NoError(t, err)
+			require.Len(t, rowErrs, 1)
+			assert.Equal(t, tc.wantSerial, rowErrs[0].Serial)
+		})
+	}
+}
+
 func TestParseRows_DecidesTheFormatFromTheFirstLine(t *testing.T) {
 	// A tab on a later line of a CSV file does not make it TSV.
 	rows, rowErrs, err := ParseRows(strings.NewReader(csvRow1 + "\n" + tsvRow2 + "\n" + csvRow2 + "\n"))

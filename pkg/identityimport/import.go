@@ -100,7 +100,7 @@ func (im *Importer) Import(ctx context.Context, file io.Reader) ([]Result, Summa
 	}
 	results := make([]Result, 0, len(rows)+len(rowErrs))
 	for _, re := range rowErrs {
-		results = append(results, Result{Line: re.Line, Outcome: Rejected, Reason: re.Reason})
+		results = append(results, Result{Line: re.Line, Serial: re.Serial, Outcome: Rejected, Reason: re.Reason})
 	}
 	for _, row := range rows {
 		r, err := im.importRow(ctx, row)

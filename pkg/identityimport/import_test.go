@@ -155,6 +155,12 @@ func TestImport(t *testing.T) {
 			want:    []Result{{Line: 1, Outcome: Created}, {Line: 2, Outcome: Rejected}},
 			summary: Summary{Created: 1, Rejected: 1},
 		},
+		{
+			name:    "a malformed row keeps its valid serial in the report",
+			file:    strings.Replace(row2, "C02126802GUJG36JA", "C02126802GUJG36JB", 1),
+			want:    []Result{{Line: 1, Serial: "C02FX08QHX87", Outcome: Rejected}},
+			summary: Summary{Rejected: 1},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(append([]runtime.Object{pool("imacpro")}, tc.existing...)...)

@@ -73,6 +73,20 @@ func TestLedger_ThroughKubectl(t *testing.T) {
 		assert.Regexp(t, `^mac-1\s+standard\s+Pending\s+<none>`, k.MustRun(t, "", "get", "mm", "mac-1", "--no-headers"))
 	})
 
+	t.Run("the plugin's help shows it as typed", func(t *testing.T) {
+		r := plugin.Run("", "dockerios", "identities", "import", "--help")
+		require.NoError(t, r.Err, "stderr:\n%s", r.Stderr)
+		assert.Contains(t, r.Stdout, "kubectl dockerios identities import --pool POOL FILE [flags]")
+		assert.Contains(t, r.Stdout, "DEVICE_MODEL")
+	})
+
+	t.Run("a pool that does not exist is the only thing said", func(t *testing.T) {
+		r := plugin.Run("", "dockerios", "identities", "import", "--pool", "nope", serialSet(t))
+		require.Error(t, r.Err)
+		assert.Empty(t, r.Stdout)
+		assert.Contains(t, r.Stderr, `MacOSIdentityPool nope: macosidentitypools.dockerios.io "nope" not found`)
+	})
+
 	t.Run("import creates every row, and the waiting machine takes one", func(t *testing.T) {
 		r := plugin.Run("", "dockerios", "identities", "import", "--pool", "imacpro", serialSet(t))
 		require.NoError(t, r.Err, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
