@@ -158,6 +158,7 @@ func (e *env) benchMachines(b *testing.B, n int) {
 	ns := e.namespace(b, "bench-scale")
 	e.fleet(b, "bench-scale", n, nil)
 	reconciles0, cpu0 := e.reconciles(b), e.controllerCPU(b)
+	writes := e.countWritesToReady(b, ns)
 	start := time.Now()
 	e.createMachines(b, ns, "bench-scale", "mac-%04d", n)
 	framework.Eventually(b, 60*time.Minute, func() string {
@@ -177,6 +178,8 @@ func (e *env) benchMachines(b *testing.B, n int) {
 	reconciles := e.reconciles(b) - reconciles0
 	cpu := e.controllerCPU(b) - cpu0
 	toReady := e.histogramMean(b, "dockerios_machine_reconciles_to_ready")
+	writesToReady := writes()
+	b.ReportMetric(writesToReady, "writes-to-ready/machine")
 	b.ReportMetric(reconciles/float64(n), "reconciles/machine")
 	b.ReportMetric(toReady, "reconciles-to-ready/machine")
 	b.ReportMetric(cpu.Seconds()*1000/float64(n), "controller-cpu-ms/machine")
@@ -184,6 +187,37 @@ func (e *env) benchMachines(b *testing.B, n int) {
 		"%.1f machine reconciles in all per machine while the last ones came up (polls of machines already Ready included); "+
 		"controller CPU %.1f ms per machine (%s in all)",
 		n, took.Round(time.Second), toReady, reconciles/float64(n), cpu.Seconds()*1000/float64(n), cpu.Round(time.Millisecond))
+	b.Logf("%.1f writes per machine from its creation to its Ready (each an etcd write and a watch event to every client)", writesToReady)
+}
+
+// countWritesToReady watches the machines of ns and counts, per machine,
+// the writes after its creation up to the one that shows it Ready; the
+// returned func stops and gives their mean.
+func (e *env) countWritesToReady(b *testing.B, ns string) func() float64 {
+	w, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Watch(context.Background(), metav1.ListOptions{})
+	require.NoError(b, err)
+	counts, ready := map[string]int{}, map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			m, ok := ev.Object.(*v1alpha1.MacOSMachine)
+			if !ok || ev.Type != watch.Modified || ready[m.Name] {
+				continue
+			}
+			counts[m.Name]++
+			ready[m.Name] = m.Status.Phase == v1alpha1.MachineReady
+		}
+	}()
+	return func() float64 {
+		w.Stop()
+		<-done
+		total := 0
+		for _, c := range counts {
+			total += c
+		}
+		return float64(total) / float64(max(len(counts), 1))
+	}
 }
 
 // reconciles reads the controller's machine reconcile counter.

@@ -249,8 +249,11 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonImageNotReady,
 			fmt.Sprintf("DataVolume %s waits for its source: %s", o.DV.Name, imageNotReady(o.Image)))
 	case o.DV != nil:
+		// Not CDI's phase of the moment (pending, scheduled, in
+		// progress...): each would be a status write and a watch event to
+		// every client, saying nothing a user acts on.
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloning,
-			fmt.Sprintf("DataVolume %s is %s (%s)", o.DV.Name, phaseOr(string(o.DV.Status.Phase), "pending"), progressOr(o.DV)))
+			fmt.Sprintf("DataVolume %s is cloning (%s)", o.DV.Name, progressOr(o.DV)))
 	case o.StorageHeldBack != "":
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonStorageHeldBack, o.StorageHeldBack)
 	case o.Class == nil:
@@ -282,8 +285,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionTrue, ReasonVMIRunning,
 			fmt.Sprintf("VirtualMachineInstance %s runs on node %s", o.VMI.Name, o.VMI.Status.NodeName))
 	case o.VMI != nil:
-		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonVMIStarting,
-			fmt.Sprintf("VirtualMachineInstance %s is %s", o.VMI.Name, phaseOr(string(o.VMI.Status.Phase), "pending")))
+		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonVMIStarting, vmiStarting(o.VMI))
 	case !disksReady:
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonWaitingForDisks, "the VirtualMachine starts once the bootdisk and the system disk are ready")
 	case o.VM == nil && o.OSKSecretMissing != "":
@@ -540,6 +542,23 @@ func startBlocker(o *Observed, runningSince time.Time, running bool, conds []met
 	}
 }
 
+// vmiStarting says how far a VMI that does not run is: what holds it up
+// (not scheduled, failed), else only that it starts — not each of
+// KubeVirt's steps (Pending, Scheduling, Scheduled), each of which would be
+// a status write saying nothing a user acts on.
+func vmiStarting(vmi *kubevirtv1.VirtualMachineInstance) string {
+	switch vmi.Status.Phase {
+	case kubevirtv1.Failed, kubevirtv1.Succeeded:
+		return fmt.Sprintf("VirtualMachineInstance %s is %s: %s", vmi.Name, vmi.Status.Phase, vmiFailure(vmi))
+	}
+	for _, c := range vmi.Status.Conditions {
+		if string(c.Type) == string(corev1.PodScheduled) && c.Status == corev1.ConditionFalse {
+			return fmt.Sprintf("VirtualMachineInstance %s is not scheduled yet: %s: %s", vmi.Name, c.Reason, c.Message)
+		}
+	}
+	return fmt.Sprintf("VirtualMachineInstance %s is starting", vmi.Name)
+}
+
 // vmiFailure is what a failed VMI says of its failure.
 func vmiFailure(vmi *kubevirtv1.VirtualMachineInstance) string {
 	for _, c := range vmi.Status.Conditions {
@@ -655,11 +674,14 @@ func dvMessage(dv *cdiv1.DataVolume) string {
 	return ""
 }
 
+// progressOr is the clone's progress in steps of 10%: CDI reports it to a
+// tenth of a percent, and every change of the message is a status write.
 func progressOr(dv *cdiv1.DataVolume) string {
-	if dv.Status.Progress != "" && dv.Status.Progress != "N/A" {
-		return string(dv.Status.Progress)
+	var pct float64
+	if _, err := fmt.Sscanf(string(dv.Status.Progress), "%f%%", &pct); err != nil || pct < 0 || pct > 100 {
+		return "no progress reported yet"
 	}
-	return "no progress reported"
+	return fmt.Sprintf("%d%% done", int(pct)/10*10)
 }
 
 func phaseOr(phase, or string) string {

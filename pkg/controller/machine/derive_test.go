@@ -339,3 +339,37 @@ func TestStatusChanged_IgnoresFreshLastSeenAlone(t *testing.T) {
 	later.Agent.Stage = "Degraded"
 	assert.True(t, statusChanged(&old, &later, t0.Add(30*time.Second)))
 }
+
+// Only what a user acts on changes the status: KubeVirt's and CDI's steps
+// in between say the same, so they cost no write.
+func TestDerive_StepsThatChangeNothingWriteNothing(t *testing.T) {
+	ready := func(o Observed) string {
+		d := Derive(testMachine(), &o, t0)
+		return fmt.Sprintf("%+v", d.Status.Conditions)
+	}
+	base := Observed{Class: testClass(), Job: job(batchv1.JobComplete)}
+	withDV := func(phase cdiv1.DataVolumePhase, progress string) Observed {
+		o := base
+		o.DV = dv(phase)
+		o.DV.Status.Progress = cdiv1.DataVolumeProgress(progress)
+		return o
+	}
+	assert.Equal(t, ready(withDV("", "")), ready(withDV(cdiv1.CloneScheduled, "N/A")), "a clone scheduled is a clone not started")
+	assert.Equal(t, ready(withDV(cdiv1.CloneInProgress, "31.2%")), ready(withDV(cdiv1.CloneInProgress, "38.9%")), "progress in steps of 10%")
+	assert.NotEqual(t, ready(withDV(cdiv1.CloneInProgress, "38.9%")), ready(withDV(cdiv1.CloneInProgress, "41.0%")))
+
+	withVMI := func(phase kubevirtv1.VirtualMachineInstancePhase) Observed {
+		o := base
+		o.DV = dv(cdiv1.Succeeded)
+		o.VM = vm(t0, kubevirtv1.VirtualMachineStatusStarting)
+		o.VMI = vmi(phase, t0)
+		return o
+	}
+	assert.Equal(t, ready(withVMI(kubevirtv1.Pending)), ready(withVMI(kubevirtv1.Scheduling)))
+	assert.Equal(t, ready(withVMI(kubevirtv1.Scheduling)), ready(withVMI(kubevirtv1.Scheduled)))
+	// What holds a VMI up is still said.
+	unsched := withVMI(kubevirtv1.Scheduling)
+	unsched.VMI = unschedulable(unsched.VMI)
+	assert.Contains(t, meta.FindStatusCondition(Derive(testMachine(), &unsched, t0).Status.Conditions, "VirtualMachineRunning").Message,
+		"Insufficient devices.kubevirt.io/kvm")
+}

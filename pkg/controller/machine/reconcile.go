@@ -410,6 +410,10 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			*requeue = minPositive(*requeue, time.Second) // the cache is behind
 		} else if err != nil {
 			return fmt.Errorf("creating system disk DataVolume: %w", err)
+		} else {
+			// Derived as it will be seen (no status yet), so this pass
+			// writes what the next one would, not a status of its own.
+			o.DV = dv
 		}
 		r.Recorder.Eventf(m, corev1.EventTypeNormal, "CloningSystemDisk", "cloning MacOSImage %s into DataVolume %s", o.Image.Name, dv.Name)
 	}
