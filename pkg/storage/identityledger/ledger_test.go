@@ -591,3 +591,24 @@ func TestMachineCreate_RecordsTheClassAsItIs(t *testing.T) {
 	assert.Equal(t, int32(1920), i.updateStatus(t, rewrite).Status.ClassSnapshot.Spec.Display.Width)
 	assert.Equal(t, int32(1920), i.machine(t, "mac-1").Status.ClassSnapshot.Spec.Display.Width)
 }
+
+// A copy of an identity is refused naming every duplicated field and the
+// identity holding each value, as the plugin's import does.
+func TestIdentityCreate_NamesEveryDuplicatedField(t *testing.T) {
+	e := newEnv(t)
+	first := e.addIdentity(t, e.nextIdentity())
+	dup := first.DeepCopy()
+	dup.ObjectMeta = metav1.ObjectMeta{Name: "copy"}
+	dup.Status = dockerio.MacOSIdentityStatus{}
+	_, err := e.identities.Identity.Create(e.clusterCtx(), dup, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.True(t, apierrors.IsConflict(err), "want 409, got %v", err)
+	var fields []string
+	for _, c := range err.(apierrors.APIStatus).Status().Details.Causes {
+		fields = append(fields, c.Field)
+		assert.Contains(t, c.Message, first.Name, c.Field)
+	}
+	assert.ElementsMatch(t, []string{"spec.serialNumber", "spec.boardSerialNumber", "spec.systemUUID", "spec.macAddress", "spec.rom"}, fields)
+	for _, f := range fields {
+		assert.Contains(t, err.Error(), f, "the message names every field")
+	}
+}
