@@ -213,23 +213,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 			requeue = minPositive(requeue, 30*time.Second)
 		}
 	}
+	if o.NodeNotReady != "" && o.Class != nil {
+		// The end of the node's grace brings no event: look then.
+		requeue = minPositive(requeue, time.Until(o.NodeNotReadySince.Add(NodeLostGracePeriod(o.Class)))+time.Second)
+	}
 	switch d.Status.Phase {
 	case v1alpha1.MachineStarting:
-		// Only a running VM has an agent to ask; until then the VMI's own
-		// events bring the machine back.
-		if since, ok := VMIRunningSince(o.VMI); ok {
-			requeue = minPositive(requeue, min(max(r.now().Sub(since)/4, pollStartingMin), pollStartingMax))
-		} else if o.VM != nil && o.Class != nil {
-			// A VM that does not run (not scheduled, failing) may bring no
-			// event when its startTimeout runs out: look then.
+		// The VMI's events, and the prober when the agent says something
+		// new, bring the machine back; nothing does when its startTimeout
+		// runs out: look then.
+		if o.VM != nil && o.Class != nil {
 			requeue = minPositive(requeue, time.Until(o.VM.CreationTimestamp.Add(startTimeout(o.Class)))+time.Second)
 		}
 	case v1alpha1.MachineReady:
 		requeue = minPositive(requeue, pollReady)
-		if o.NodeNotReady != "" && o.Class != nil {
-			// The end of the node's grace brings no event: look then.
-			requeue = minPositive(requeue, time.Until(o.NodeNotReadySince.Add(NodeLostGracePeriod(o.Class)))+time.Second)
-		}
 		if at, ok := hungDeadline(&d.Status, o.Class); ok {
 			// A silent agent brings no event when its machine's
 			// agentUnresponsiveTimeout runs out: look then.
