@@ -124,6 +124,8 @@ type Reconciler struct {
 	// StorageHoldBack is DefaultStorageHoldBack when zero.
 	StorageHoldBack time.Duration
 	Now             func() time.Time
+
+	own ownWrites
 }
 
 // Result says when to look at the machine again without an event.
@@ -140,12 +142,13 @@ func (r *Reconciler) now() time.Time {
 func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Result, error) {
 	m, err := r.Listers.Machines.MacOSMachines(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
+		r.own.forget(types.NamespacedName{Namespace: namespace, Name: name})
 		return Result{}, nil
 	}
 	if err != nil {
 		return Result{}, err
 	}
-	m = m.DeepCopy()
+	m = r.own.freshest(m).DeepCopy()
 	if m.DeletionTimestamp != nil {
 		r.Metrics.done(m.UID, false)
 		return r.teardown(ctx, m)
@@ -616,9 +619,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, 
 	old := m.Status.Phase
 	updated := m.DeepCopy()
 	updated.Status = st
-	if _, err := r.Client.DockeriosV1alpha1().MacOSMachines(m.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	written, err := r.Client.DockeriosV1alpha1().MacOSMachines(m.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
+	r.own.remember(m.ResourceVersion, written)
 	if old != st.Phase {
 		r.Log.Info("machine phase", "namespace", m.Namespace, "machine", m.Name, "from", old, "to", st.Phase)
 		if r.Metrics != nil {

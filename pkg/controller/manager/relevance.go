@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
@@ -113,15 +114,32 @@ func unstructuredRelevant(fields ...[]string) relevantFunc {
 }
 
 var (
-	// A DataVolume's phase decides SystemDiskReady; its conditions carry
-	// the failure message.
-	dataVolumeRelevant = unstructuredRelevant([]string{"status", "phase"}, []string{"status", "conditions"})
+	// KubeVirt and CDI write their objects' status often; the machine
+	// package says which of it its reconcile reads.
+	dataVolumeRelevant             = typedRelevant(machine.DataVolumeUpdateMatters)
+	virtualMachineInstanceRelevant = typedRelevant(machine.VMIUpdateMatters)
 	// A VirtualMachine's own status is KubeVirt's summary of its VMI,
 	// which is watched itself; its run strategy is the controller's.
-	virtualMachineRelevant         = unstructuredRelevant([]string{"spec", "runStrategy"})
-	virtualMachineInstanceRelevant = unstructuredRelevant([]string{"status", "phase"}, []string{"status", "nodeName"},
-		[]string{"status", "interfaces"}, []string{"status", "phaseTransitionTimestamps"})
+	virtualMachineRelevant = unstructuredRelevant([]string{"spec", "runStrategy"})
 )
+
+// typedRelevant applies matters to the typed form of two unstructured
+// objects; one that does not convert is always relevant.
+func typedRelevant[T any, PT interface{ *T }](matters func(old, new PT) bool) relevantFunc {
+	return func(old, new any) bool {
+		o, ok1 := old.(*unstructured.Unstructured)
+		n, ok2 := new.(*unstructured.Unstructured)
+		if !ok1 || !ok2 || deletionChanged(o, n) {
+			return true
+		}
+		var a, b T
+		if kruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, PT(&a)) != nil ||
+			kruntime.DefaultUnstructuredConverter.FromUnstructured(n.Object, PT(&b)) != nil {
+			return true
+		}
+		return matters(&a, &b)
+	}
+}
 
 func nodeRelevant(old, new any) bool {
 	ready := func(n *corev1.Node) corev1.ConditionStatus {
