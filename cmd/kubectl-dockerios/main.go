@@ -14,128 +14,174 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command kubectl-dockerios is DockerIOS's kubectl plugin:
+// Command kubectl-dockerios is DockerIOS's kubectl plugin, for the people
+// who want a Mac and for the people who keep the identities Macs boot with:
 //
-//	kubectl dockerios identities import --pool POOL FILE
+//	kubectl dockerios claim --pool POOL          ask for a Mac, wait until it is Ready
+//	kubectl dockerios release CLAIM...           give Macs back
+//	kubectl dockerios machines                   pools, machines and claims as a tree
+//	kubectl dockerios identities import|generate fill an identity pool
+//	kubectl dockerios completion SHELL           shell completion
 //
-// imports a serial-set file made by osx-serial-generator (or the bootdisk
-// image's generate command) into a MacOSIdentityPool.
+// It takes kubectl's connection flags (k8s.io/cli-runtime's ConfigFlags),
+// so --kubeconfig, --context, -n and the rest mean what they mean to
+// kubectl.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	clientset "github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
-	"github.com/dockerios/dockerios/pkg/identityimport"
 )
 
+// Exit statuses. Anything that is not a success or one of the statuses
+// below is 1, as for kubectl.
+const (
+	exitOK = 0
+	// exitError is every error: a refused request, a Lost claim, a failed
+	// machine, a bad flag.
+	exitError = 1
+	// exitTimeout is claim --wait giving up at --timeout. The claim is
+	// left in place, so a script can tell "not yet" from "broken".
+	exitTimeout = 2
+	// exitInterrupted is claim --wait stopped by Ctrl-C (SIGINT) or
+	// SIGTERM; 128+SIGINT, as a shell reports a command SIGINT killed.
+	exitInterrupted = 130
+)
+
+// exitStatusHelp is the exit statuses as the help says them.
+const exitStatusHelp = `Exit status: 0 on success; 1 on an error; 2 when claim --wait gave up at
+--timeout (the claim is left in place); 130 when claim --wait was
+interrupted (the claim is left in place).`
+
 func main() {
-	if err := newCommand().Execute(); err != nil {
-		os.Exit(1)
-	}
+	// kubectl prints the server's warnings (a deprecated field, a class
+	// with little memory) as "Warning: ..." once each; so does the plugin,
+	// rather than as klog lines.
+	rest.SetDefaultWarningHandler(rest.NewWarningWriter(os.Stderr, rest.WarningWriterOptions{Deduplicate: true}))
+	// Ctrl-C while claim waits ends the wait with a word on the claim left
+	// behind, rather than killing the plugin mid-sentence.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	cmd := newCommand(newOptions())
+	err := cmd.ExecuteContext(ctx)
+	stop()
+	os.Exit(exitStatus(cmd.ErrOrStderr(), err))
 }
 
-func newCommand() *cobra.Command {
-	loading := clientcmd.NewDefaultClientConfigLoadingRules()
-	overrides := &clientcmd.ConfigOverrides{}
+// exitStatus prints err as kubectl prints errors and returns the status
+// to exit with.
+func exitStatus(w io.Writer, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	// Errors of several objects (release a b c) are one line each.
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			fmt.Fprintf(w, "error: %v\n", e)
+		}
+	} else {
+		fmt.Fprintf(w, "error: %v\n", err)
+	}
+	var coded *codedError
+	if errors.As(err, &coded) {
+		return coded.code
+	}
+	return exitError
+}
+
+// codedError is an error that ends the plugin with a status other than 1.
+type codedError struct {
+	code int
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+// options are what every command shares: kubectl's connection flags, and
+// how to make clients from them. Tests replace the clients with fakes.
+type options struct {
+	config    *genericclioptions.ConfigFlags
+	newClient func() (clientset.Interface, error)
+	// newMetadataClient reads objects of other groups by their metadata
+	// alone (namespaces, for -n completion): the typed Kubernetes clients
+	// would double the plugin's size for one list.
+	newMetadataClient func() (metadata.Interface, error)
+}
+
+func newOptions() *options {
+	o := &options{config: genericclioptions.NewConfigFlags(true)}
+	o.newClient = func() (clientset.Interface, error) {
+		cfg, err := o.restConfig()
+		if err != nil {
+			return nil, err
+		}
+		return clientset.NewForConfig(cfg)
+	}
+	o.newMetadataClient = func() (metadata.Interface, error) {
+		cfg, err := o.restConfig()
+		if err != nil {
+			return nil, err
+		}
+		return metadata.NewForConfig(cfg)
+	}
+	return o
+}
+
+func (o *options) restConfig() (*rest.Config, error) {
+	cfg, err := o.config.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	// client-go's default (5 per second) would make identities generate
+	// of a few hundred wait on the client; kubectl allows 50 too.
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+// namespace is -n, else the namespace of the kubeconfig's context, else
+// "default", as for kubectl.
+func (o *options) namespace() (string, error) {
+	ns, _, err := o.config.ToRawKubeConfigLoader().Namespace()
+	return ns, err
+}
+
+func newCommand(o *options) *cobra.Command {
 	root := &cobra.Command{
 		// kubectl runs kubectl-dockerios for "kubectl dockerios": usage
 		// lines must show the words a user types, which cobra derives
 		// from the display name and not from Use.
-		Use:          "kubectl-dockerios",
-		Annotations:  map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dockerios"},
-		Short:        "Work with DockerIOS macOS machines and their identities",
-		SilenceUsage: true,
+		Use:         "kubectl-dockerios",
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl dockerios"},
+		Short:       "Ask DockerIOS for Macs, give them back, and fill identity pools",
+		Long: `kubectl dockerios asks DockerIOS for macOS machines, shows them, gives them
+back, and fills the identity pools they boot with.
+
+` + exitStatusHelp,
+		// main prints errors, as kubectl does ("error: ..."); a usage
+		// dump under a refused request would bury the reason.
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// The completion command is ours: it also says how to make
+		// "kubectl dockerios <TAB>" complete, which cobra's cannot.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
-	root.PersistentFlags().StringVar(&loading.ExplicitPath, "kubeconfig", "", "Path to the kubeconfig file to use.")
-	root.PersistentFlags().StringVar(&overrides.CurrentContext, "context", "", "The kubeconfig context to use.")
+	o.config.AddFlags(root.PersistentFlags())
+	registerConnectionCompletion(root, o)
 
-	identities := &cobra.Command{Use: "identities", Short: "Manage Apple identities (MacOSIdentity)"}
-	var pool string
-	importCmd := &cobra.Command{
-		Use:   "import --pool POOL FILE",
-		Short: "Import a serial-set file (osx-serial-generator CSV or TSV) into an identity pool",
-		Long: `Import creates one MacOSIdentity per row of FILE in the pool, named
-<pool>-<16 hex digits of a sha256 of the row's five values>: anyone who may
-read a machine sees the name of its identity, so the name says no value.
-Each row is reported: created, already present (the same identity exists),
-or rejected with the reason (a malformed value, or a value another identity
-already holds). Re-running on the same file changes nothing. The exit status
-is 1 when any row was rejected.
-
-FILE is a serial set as osx-serial-generator's
-generate-unique-machine-values.sh writes it: one identity a line, no header,
-CSV or TSV (TSV when the first line has a tab). Eight columns, in this
-order:
-
-  DEVICE_MODEL   SMBIOS model, the pool's (iMacPro1,1)
-  SERIAL         system serial number, 12 characters (C02CK029HX87)
-  BOARD_SERIAL   main logic board serial (MLB), 17 characters
-  UUID           system UUID (4B408A88-4062-4532-9AA1-3D8A3549327F)
-  MAC_ADDRESS    unicast, from one of Apple's OUIs (34:31:8F:D3:88:E4)
-  WIDTH, HEIGHT  display size in pixels
-  KERNEL_ARGS    extra boot-args; may be empty, or the column left out
-
-  "iMacPro1,1","C02CK029HX87","C02015700QXJG36CB","4B408A88-4062-4532-9AA1-3D8A3549327F","34:31:8F:D3:88:E4","1920","1080",""
-
-The ROM is not in the file: it is the MAC address's six bytes. WIDTH,
-HEIGHT and KERNEL_ARGS are checked but not imported (a machine's display
-comes from its class). Unquoted fields, a first line naming the columns,
-blank lines, a UTF-8 byte order mark and CRLF line ends are accepted, as
-files edited by hand or by a spreadsheet have them.`,
-		Example: `  # Make a serial set with osx-serial-generator, then import it
-  ./generate-unique-machine-values.sh --count 50 --model iMacPro1,1 --csv serials.csv
-  kubectl dockerios identities import --pool imacpro serials.csv`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, overrides).ClientConfig()
-			if err != nil {
-				return err
-			}
-			client, err := clientset.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			return importFile(cmd.Context(), client, pool, args[0], cmd.OutOrStdout())
-		},
-	}
-	importCmd.Flags().StringVar(&pool, "pool", "", "The MacOSIdentityPool to import into (required).")
-	_ = importCmd.MarkFlagRequired("pool")
-	identities.AddCommand(importCmd)
-	root.AddCommand(identities)
+	identities := &cobra.Command{Use: "identities", Short: "Fill identity pools with Apple identities (MacOSIdentity)"}
+	identities.AddCommand(newImportCommand(o), newGenerateCommand(o))
+	root.AddCommand(newClaimCommand(o), newReleaseCommand(o), newMachinesCommand(o), identities, newCompletionCommand(root))
 	return root
-}
-
-// importFile imports the serial set at path into pool and prints what
-// became of each row.
-func importFile(ctx context.Context, client clientset.Interface, pool, path string, out io.Writer) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	im := &identityimport.Importer{Client: client, Pool: pool}
-	results, summary, err := im.Import(ctx, f)
-	// An import that stopped before any row (no such pool, an unreadable
-	// file) has nothing to report but the error; an empty table above it
-	// would read as a file without rows.
-	if err != nil && len(results) == 0 {
-		return err
-	}
-	if perr := identityimport.Print(out, results, summary); perr != nil && err == nil {
-		err = perr
-	}
-	if err != nil {
-		return err
-	}
-	if summary.Rejected > 0 {
-		return fmt.Errorf("%d of %d rows rejected", summary.Rejected, len(results))
-	}
-	return nil
 }

@@ -19,6 +19,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,7 +38,7 @@ import (
 // help runs the plugin with args and returns what it printed.
 func help(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := newCommand()
+	cmd := newCommand(newOptions())
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -56,17 +58,80 @@ func TestHelpShowsTheCommandAsTyped(t *testing.T) {
 			t.Errorf("root help lacks %q:\n%s", want, root)
 		}
 	}
-	imp := help(t, "identities", "import", "--help")
-	for _, want := range []string{
-		"Usage:\n  kubectl dockerios identities import --pool POOL FILE [flags]",
-		"  kubectl dockerios identities import --pool imacpro serials.csv",
+	all := root
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"identities", "import"}, []string{
+			"Usage:\n  kubectl dockerios identities import --pool POOL FILE [flags]",
+			"  kubectl dockerios identities import --pool imacpro serials.csv",
+		}},
+		{[]string{"identities", "generate"}, []string{"Usage:\n  kubectl dockerios identities generate --pool POOL --count N [flags]"}},
+		{[]string{"claim"}, []string{"Usage:\n  kubectl dockerios claim [NAME] (--pool POOL | --class CLASS) [flags]", "  kubectl dockerios claim --pool warm\n"}},
+		{[]string{"release"}, []string{"Usage:\n  kubectl dockerios release CLAIM... [flags]"}},
+		{[]string{"machines"}, []string{"Usage:\n  kubectl dockerios machines [flags]"}},
+		{[]string{"completion"}, []string{"Usage:\n  kubectl dockerios completion (bash|zsh|fish|powershell|kubectl)"}},
 	} {
-		if !strings.Contains(imp, want) {
-			t.Errorf("import help lacks %q:\n%s", want, imp)
+		out := help(t, append(tc.args, "--help")...)
+		for _, want := range tc.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v help lacks %q:\n%s", tc.args, want, out)
+			}
+		}
+		all += out
+	}
+	if regexp.MustCompile(`(?m)^\s*kubectl (identities|import|generate|claim|release|machines|completion)\b`).MatchString(all) {
+		t.Errorf("a usage line drops dockerios:\n%s", all)
+	}
+}
+
+// The plugin takes kubectl's connection flags, so that a user's habits
+// (and a script's) carry over.
+func TestKubectlConnectionFlags(t *testing.T) {
+	out := help(t, "machines", "--help")
+	for _, flag := range []string{"--kubeconfig string", "--context string", "-n, --namespace string", "--as string", "--request-timeout string", "-o, --output string"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("machines --help lacks %s:\n%s", flag, out)
 		}
 	}
-	if regexp.MustCompile(`(?m)^\s*kubectl (identities|import)\b`).MatchString(root + imp) {
-		t.Errorf("a usage line drops dockerios:\n%s\n%s", root, imp)
+}
+
+// The exit statuses other than 0 and 1 are documented where a user looks.
+func TestHelpDocumentsTheExitStatuses(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"claim", "--help"}} {
+		out := strings.Join(strings.Fields(help(t, args...)), " ")
+		for _, want := range []string{"2 when claim --wait gave up at --timeout", "130 when claim --wait was interrupted"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		status  int
+		printed string
+	}{
+		{"success", nil, 0, ""},
+		{"an error", errors.New("no such pool"), 1, "error: no such pool\n"},
+		{"a timeout", &codedError{code: exitTimeout, err: errors.New("timed out")}, 2, "error: timed out\n"},
+		{"a timeout, wrapped", fmt.Errorf("claim: %w", &codedError{code: exitTimeout, err: errors.New("timed out")}), 2, "error: claim: timed out\n"},
+		{"an interrupt", &codedError{code: exitInterrupted, err: errors.New("interrupted")}, 130, "error: interrupted\n"},
+		{"errors of several objects, a line each", errors.Join(errors.New("a not found"), errors.New("b not found")), 1, "error: a not found\nerror: b not found\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if got := exitStatus(&out, tc.err); got != tc.status {
+				t.Errorf("status %d, want %d", got, tc.status)
+			}
+			if out.String() != tc.printed {
+				t.Errorf("printed %q, want %q", out.String(), tc.printed)
+			}
+		})
 	}
 }
 

@@ -67,6 +67,10 @@ type Summary struct {
 type Importer struct {
 	Client clientset.Interface
 	Pool   string
+	// DryRun asks the server to check every create as it would make it
+	// (validation, and rule 1's uniqueness across every pool) without
+	// storing anything.
+	DryRun bool
 }
 
 // NameHashLength is how many hex digits of the values' hash a name
@@ -103,7 +107,7 @@ func (im *Importer) Import(ctx context.Context, file io.Reader) ([]Result, Summa
 		results = append(results, Result{Line: re.Line, Serial: re.Serial, Outcome: Rejected, Reason: re.Reason})
 	}
 	for _, row := range rows {
-		r, err := im.importRow(ctx, row)
+		r, err := im.importRow(ctx, row.Line, row.Values)
 		if err != nil {
 			return results, summarize(results), err
 		}
@@ -113,15 +117,39 @@ func (im *Importer) Import(ctx context.Context, file io.Reader) ([]Result, Summa
 	return results, summarize(results), nil
 }
 
-func (im *Importer) importRow(ctx context.Context, row identity.Row) (Result, error) {
-	name := Name(im.Pool, row.Values)
-	res := Result{Line: row.Line, Serial: row.SerialNumber, Identity: name}
+// ImportValues creates one identity per element of values, exactly as
+// Import does for the rows of a file: same names, same outcomes. A
+// Result's Line is the 1-based position of its values in the slice.
+// Values are expected valid and canonical (identity.Generator makes them
+// so); the server refuses any that are not, and the row says why.
+func (im *Importer) ImportValues(ctx context.Context, values []identity.Values) ([]Result, Summary, error) {
+	if _, err := im.Client.DockeriosV1alpha1().MacOSIdentityPools().Get(ctx, im.Pool, metav1.GetOptions{}); err != nil {
+		return nil, Summary{}, fmt.Errorf("MacOSIdentityPool %s: %w", im.Pool, err)
+	}
+	results := make([]Result, 0, len(values))
+	for i, v := range values {
+		r, err := im.importRow(ctx, i+1, v)
+		if err != nil {
+			return results, summarize(results), err
+		}
+		results = append(results, r)
+	}
+	return results, summarize(results), nil
+}
+
+func (im *Importer) importRow(ctx context.Context, line int, v identity.Values) (Result, error) {
+	name := Name(im.Pool, v)
+	res := Result{Line: line, Serial: v.SerialNumber, Identity: name}
 	want := v1alpha1.MacOSIdentitySpec{
-		PoolName: im.Pool, Model: row.Model, SerialNumber: row.SerialNumber, BoardSerialNumber: row.BoardSerialNumber,
-		SystemUUID: row.SystemUUID, MACAddress: row.MACAddress, ROM: row.ROM,
+		PoolName: im.Pool, Model: v.Model, SerialNumber: v.SerialNumber, BoardSerialNumber: v.BoardSerialNumber,
+		SystemUUID: v.SystemUUID, MACAddress: v.MACAddress, ROM: v.ROM,
+	}
+	var opts metav1.CreateOptions
+	if im.DryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	identities := im.Client.DockeriosV1alpha1().MacOSIdentities()
-	_, err := identities.Create(ctx, &v1alpha1.MacOSIdentity{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: want}, metav1.CreateOptions{})
+	_, err := identities.Create(ctx, &v1alpha1.MacOSIdentity{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: want}, opts)
 	switch {
 	case err == nil:
 		res.Outcome = Created
@@ -138,7 +166,7 @@ func (im *Importer) importRow(ctx context.Context, row identity.Row) (Result, er
 	case apierrors.IsConflict(err) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
 		res.Outcome, res.Reason = Rejected, reason(err)
 	default:
-		return res, fmt.Errorf("line %d: %w", row.Line, err)
+		return res, fmt.Errorf("line %d: %w", line, err)
 	}
 	return res, nil
 }

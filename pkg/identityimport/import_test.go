@@ -236,6 +236,75 @@ func TestImportRerunChangesNothing(t *testing.T) {
 	}
 }
 
+// Values made in memory (identities generate) go through the row path:
+// the same names, the same outcomes, and a conflict reported by position.
+func TestImportValues(t *testing.T) {
+	values2 := identity.Values{Model: "iMacPro1,1", SerialNumber: "C02FX08QHX87", BoardSerialNumber: "C02126802GUJG36JA",
+		SystemUUID: "DEFDACC8-2225-471C-AEE1-19EDDE5A3F90", MACAddress: "28:8F:F6:F5:DE:D0", ROM: "288FF6F5DED0"}
+	c := newClient(pool("imacpro"), &v1alpha1.MacOSIdentity{ObjectMeta: metav1.ObjectMeta{Name: Name("imacpro", values1)}, Spec: spec("imacpro", values1)})
+	c.PrependReactor("create", "macosidentities", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.CreateAction).GetObject().(*v1alpha1.MacOSIdentity).Spec.SerialNumber != values2.SerialNumber {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewConflict(v1alpha1.Resource("macosidentities"), "x", field.ErrorList{
+			field.Duplicate(field.NewPath("spec", "macAddress"), "28:8F:F6:F5:DE:D0 is already held by MacOSIdentity other-0123456789abcdef"),
+		}.ToAggregate())
+	})
+	im := &Importer{Client: c, Pool: "imacpro"}
+	results, summary, err := im.ImportValues(context.Background(), []identity.Values{values1, values2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Result{
+		{Line: 1, Serial: values1.SerialNumber, Identity: Name("imacpro", values1), Outcome: AlreadyPresent},
+		{Line: 2, Serial: values2.SerialNumber, Identity: Name("imacpro", values2), Outcome: Rejected},
+	}
+	if len(results) != len(want) {
+		t.Fatalf("results %+v, want %+v", results, want)
+	}
+	for i := range want {
+		got := results[i]
+		got.Reason = ""
+		if got != want[i] {
+			t.Errorf("result %d: %+v, want %+v", i, results[i], want[i])
+		}
+	}
+	if r := results[1].Reason; !strings.Contains(r, "28:8F:F6:F5:DE:D0 is already held by MacOSIdentity other-0123456789abcdef") {
+		t.Errorf("a conflict's reason %q does not name the holder", r)
+	}
+	if summary != (Summary{AlreadyPresent: 1, Rejected: 1}) {
+		t.Errorf("summary %+v", summary)
+	}
+	if _, _, err := (&Importer{Client: newClient(), Pool: "nope"}).ImportValues(context.Background(), []identity.Values{values1}); err == nil ||
+		!strings.Contains(err.Error(), "MacOSIdentityPool nope") {
+		t.Errorf("an unknown pool: error %v", err)
+	}
+}
+
+// A dry run asks the server to check each create and says what it would
+// do; the request carries dryRun=All, so that nothing is stored.
+func TestImportDryRunAsksTheServerNotToStore(t *testing.T) {
+	for _, dryRun := range []bool{false, true} {
+		c := newClient(pool("imacpro"))
+		var sent [][]string
+		c.PrependReactor("create", "macosidentities", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			sent = append(sent, a.(k8stesting.CreateActionImpl).CreateOptions.DryRun)
+			return false, nil, nil
+		})
+		im := &Importer{Client: c, Pool: "imacpro", DryRun: dryRun}
+		if _, s, err := im.Import(context.Background(), strings.NewReader(row1)); err != nil || s != (Summary{Created: 1}) {
+			t.Fatalf("dry run %v: %+v, %v", dryRun, s, err)
+		}
+		want := []string(nil)
+		if dryRun {
+			want = []string{metav1.DryRunAll}
+		}
+		if len(sent) != 1 || strings.Join(sent[0], ",") != strings.Join(want, ",") {
+			t.Errorf("dry run %v: creates sent with dryRun %q, want %q", dryRun, sent, want)
+		}
+	}
+}
+
 func TestImportUnknownPool(t *testing.T) {
 	im := &Importer{Client: newClient(), Pool: "nope"}
 	if _, _, err := im.Import(context.Background(), strings.NewReader(row1)); err == nil || !strings.Contains(err.Error(), "MacOSIdentityPool nope") {

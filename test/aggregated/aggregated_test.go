@@ -59,6 +59,7 @@ func TestThroughKubeAPIServer(t *testing.T) {
 	t.Run("DirectRequestsNeedTheFrontProxy", e.testDirectRequests)
 	t.Run("NamespaceDeletionCompletes", e.testNamespaceDeletion)
 	t.Run("LauncherPodWebhookMountsTheOSKSecret", e.testLauncherPodWebhook)
+	t.Run("PluginAsAClaimer", e.testPluginAsAClaimer)
 }
 
 // Discovery and OpenAPI v3 reach kubectl through kube-apiserver's
