@@ -3,8 +3,11 @@
 # etcd, kube-apiserver and kube-controller-manager; the DockerIOS apiserver
 # behind kube-apiserver (its APIService); the DockerIOS controller; the test
 # harness playing KubeVirt, CDI, the Job controller and the macOS guests
-# (each guest runs the real agent binary); and a demo pool and claim in
-# namespace "demo". It is bin/localstack (hack/localstack), built here.
+# (each guest runs the real agent binary, and serves SSH); a demo pool and
+# claim in namespace "demo"; and the workload-layer example's controller
+# with a fake GitLab (examples/gitlab-runner), so that
+# `kubectl apply -f examples/gitlab-runner/deploy/` registers runners. It
+# is bin/localstack (hack/localstack), built here.
 #
 # The first run builds etcd, kube-apiserver and kube-controller-manager from
 # source (hack/build-control-plane.sh, ~10 minutes); later runs reuse bin/.
@@ -15,7 +18,7 @@
 #                        files (default .dockerios/)
 #   KUBECTL=...          the kubectl to use (default: kubectl on PATH)
 #   LOCALSTACK_ARGS=...  extra flags for bin/localstack (bin/localstack --help),
-#                        e.g. "--no-demo" or "--boot-delay=10s"
+#                        e.g. "--no-demo", "--no-example" or "--boot-delay=10s"
 set -o errexit
 set -o nounset
 set -o pipefail
@@ -53,6 +56,9 @@ Use it with kubectl:
   kubectl describe mm -n demo        # conditions and events of each machine
   kubectl delete mmclaim build-1 -n demo   # its machine is disposed of
 
+  kubectl apply -f examples/gitlab-runner/deploy/   # two GitLab runners on warm Macs (README:
+  kubectl get glr,mmclaim -n demo                   #   "Building a workload on DockerIOS")
+
 hack/local-down.sh stops it.
 MSG
 }
@@ -71,6 +77,11 @@ for target in dockerios-apiserver:./cmd/apiserver dockerios-controller:./cmd/con
   dockerios-agent:./agent/cmd/dockerios-agent localstack:./hack/localstack; do
   echo "build   bin/${target%%:*}"
   go build -o "${ROOT}/bin/${target%%:*}" "${target#*:}"
+done
+# The workload-layer example is a Go module of its own.
+for target in gitlab-runner-controller fake-gitlab; do
+  echo "build   bin/${target} (examples/gitlab-runner)"
+  (cd "${ROOT}/examples/gitlab-runner" && go build -o "${ROOT}/bin/${target}" "./cmd/${target}")
 done
 
 export KUBECTL

@@ -29,7 +29,7 @@ if [[ ! -x "${KUBECTL}" ]]; then
 fi
 
 echo "== gofmt"
-unformatted="$(gofmt -l cmd pkg test hack agent sidecar-hook bootdisk)"
+unformatted="$(gofmt -l cmd pkg test hack agent sidecar-hook bootdisk examples)"
 if [[ -n "${unformatted}" ]]; then
   echo "gofmt would change:" >&2
   echo "${unformatted}" >&2
@@ -41,11 +41,15 @@ go vet ./...
 # The bootdisk builder is a module of its own (GPL-3.0): ./... never
 # reaches it, so it is vetted and tested on its own.
 (cd bootdisk && go vet ./...)
+# So is the workload-layer example (examples/gitlab-runner), built on the
+# public API only.
+(cd examples/gitlab-runner && go vet ./...)
 
 echo "== generated code"
 hack/verify-codegen.sh
 hack/verify-protos.sh
 hack/verify-upstream-crds.sh
+examples/gitlab-runner/hack/verify-codegen.sh
 
 echo "== build"
 # The guest agent runs in macOS guests: it must build for them, without cgo.
@@ -69,6 +73,8 @@ echo "== tests"
 # packages at a time keeps a 2-core machine responsive.
 go test -count=1 -p 2 -timeout 30m "$@" ./...
 (cd bootdisk && go test -count=1 -timeout 10m "$@" ./...)
+# The example's unit tests and its end-to-end test on the whole stack.
+(cd examples/gitlab-runner && go test -count=1 -timeout 20m "$@" ./...)
 
 # Every fuzz target also runs for a while on fresh random input, beyond its
 # seed corpus (which the tests above already ran). FUZZTIME=0 skips this.

@@ -26,7 +26,11 @@ limitations under the License.
 //     controller and the macOS guests, each guest running the real
 //     dockerios-agent binary;
 //   - a demo: an identity pool of generated identities, an image, a class,
-//     and in namespace demo a warm MacOSMachinePool and a claim against it.
+//     and in namespace demo a warm MacOSMachinePool and a claim against it;
+//   - the workload-layer example (examples/gitlab-runner, example.go): its
+//     CRD, its controller and a fake GitLab, with the played guests
+//     serving SSH with the login its deploy/ Secret holds, so that
+//     `kubectl apply -f examples/gitlab-runner/deploy/` registers runners.
 //
 // It then writes an admin kubeconfig to <state-dir>/admin.kubeconfig and
 // what runs where to <state-dir>/endpoints.txt. On SIGINT or SIGTERM it
@@ -92,7 +96,8 @@ type options struct {
 	identities                                        int
 	replicas, maxMachines                             int
 	jobDuration, cloneDuration, bootDelay, setupDelay time.Duration
-	noDemo                                            bool
+	noDemo, noExample                                 bool
+	sshPort                                           int
 }
 
 func main() {
@@ -106,6 +111,8 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 2, "warm machines the demo pool keeps")
 	flag.IntVar(&o.maxMachines, "max-machines", 6, "the demo pool's maxMachines")
 	flag.BoolVar(&o.noDemo, "no-demo", false, "start the stack without the demo objects")
+	flag.BoolVar(&o.noExample, "no-example", false, "start the stack without the GitLab runner example's controller and fake GitLab")
+	flag.IntVar(&o.sshPort, "ssh-port", harness.DefaultSSHPort, "the port the played guests serve SSH on (below 1024 needs root)")
 	// The harness compresses every step to well under a second for tests;
 	// a person watching `kubectl get mm -w` should see each phase.
 	flag.DurationVar(&o.jobDuration, "job-duration", 2*time.Second, "how long a (played) bootdisk Job runs")
@@ -225,7 +232,10 @@ func run(ctx context.Context, t *stackTB, root string, o options) {
 		CloneDuration: o.cloneDuration,
 		BootDelay:     o.bootDelay,
 		SetupDelay:    o.setupDelay,
-		Logf:          t.Logf,
+		// The played golden image has Remote Login on, for workloads such
+		// as the example; DockerIOS itself never logs in to a guest.
+		SSH:  harness.SSHConfig{Port: o.sshPort, User: exampleSSHUser, Password: exampleSSHPassword},
+		Logf: t.Logf,
 	})
 	if err != nil {
 		t.Fatalf("starting the harness: %v", err)
@@ -244,6 +254,18 @@ func run(ctx context.Context, t *stackTB, root string, o options) {
 		checkStop()
 	}
 
+	var ex *exampleStack
+	if !o.noExample {
+		t.Logf("starting the GitLab runner example's controller and a fake GitLab ...")
+		// The machine layer does not need the example: a stack whose
+		// example cannot start (port 8929 taken, say) runs without it.
+		if ex, err = startExample(t, root, cp, o.stateDir); err != nil {
+			t.Logf("WARNING: the GitLab runner example is not running: %v", err)
+			ex = &exampleStack{err: err}
+		}
+		checkStop()
+	}
+
 	// The admin kubeconfig carries its certificates inline, so a copy stays
 	// valid as long as this kube-apiserver runs. It is written last and by
 	// rename: once it exists, everything above is in place.
@@ -252,7 +274,7 @@ func run(ctx context.Context, t *stackTB, root string, o options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoints := describe(cp, ctrl, h, kubeconfig, controllerLog, o)
+	endpoints := describe(cp, ctrl, h, ex, kubeconfig, controllerLog, o)
 	if err := writeFileAtomic(filepath.Join(o.stateDir, "endpoints.txt"), []byte(endpoints), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +285,7 @@ func run(ctx context.Context, t *stackTB, root string, o options) {
 }
 
 // describe says what runs where.
-func describe(cp *framework.ControlPlane, ctrl *framework.Controller, h *harness.Harness, kubeconfig, controllerLog string, o options) string {
+func describe(cp *framework.ControlPlane, ctrl *framework.Controller, h *harness.Harness, ex *exampleStack, kubeconfig, controllerLog string, o options) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kubeconfig (cluster admin)    %s\n", kubeconfig)
 	fmt.Fprintf(&b, "kube-apiserver                %s\n", cp.KubeAPIServerURL)
@@ -273,6 +295,15 @@ func describe(cp *framework.ControlPlane, ctrl *framework.Controller, h *harness
 	fmt.Fprintf(&b, "controller log                %s\n", controllerLog)
 	fmt.Fprintf(&b, "guests (agent logs, tokens)   %s\n", h.WorkDir())
 	fmt.Fprintf(&b, "fake nodes                    %s\n", strings.Join(h.Nodes(), ", "))
+	fmt.Fprintf(&b, "guests' SSH                   port %d, user %s, password %s (played: commands are recorded in the log, not run)\n", o.sshPort, exampleSSHUser, exampleSSHPassword)
+	switch {
+	case ex != nil && ex.err != nil:
+		fmt.Fprintf(&b, "GitLab runner example         not running: %v\n", ex.err)
+	case ex != nil:
+		fmt.Fprintf(&b, "GitLab runner example         kubectl apply -f examples/gitlab-runner/deploy/ (the CRD is installed)\n")
+		fmt.Fprintf(&b, "  its controller              %s/readyz, log %s\n", ex.healthURL, ex.controllerLog)
+		fmt.Fprintf(&b, "  fake GitLab                 http://%s (PRIVATE-TOKEN %s), log %s\n", exampleGitLabAddr, exampleGitLabToken, ex.gitlabLog)
+	}
 	pids := cp.PIDs()
 	names := make([]string, 0, len(pids))
 	for n := range pids {

@@ -59,7 +59,8 @@ type guest struct {
 	cancel context.CancelFunc
 	cmd    *exec.Cmd
 	exited chan struct{}
-	frozen bool // SIGSTOPped by PartitionAgents
+	ssh    *sshServer // nil unless the harness plays SSH
+	frozen bool       // SIGSTOPped by PartitionAgents
 	// degraded: the setup-done marker is (to be) absent.
 	degraded bool
 	// lost: its node was lost with it.
@@ -138,6 +139,8 @@ func (h *Harness) boot(g *guest) {
 			return
 		}
 	}
+	// Remote Login comes up with the system, beside the agent.
+	h.startSSH(g)
 	if err := h.startAgent(g, token); err != nil {
 		h.logf("guest %s/%s: %v", g.namespace, g.name, err)
 		return
@@ -356,7 +359,8 @@ func (h *Harness) vmiGone(namespace, name string, keep types.UID) {
 }
 
 // allocIPs takes n loopback addresses in 127.1.0.0/16 that no other VMI
-// has and that nothing listens on at the agent port.
+// has and that nothing listens on at the agent port (nor at the SSH port,
+// when the guests serve SSH).
 func (h *Harness) allocIPs(n int) ([]string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -374,6 +378,9 @@ func (h *Harness) allocIPs(n int) ([]string, error) {
 			continue // someone else's (another test process's harness)
 		}
 		l.Close()
+		if !h.sshPortFree(ip) {
+			continue
+		}
 		h.ips[ip] = true
 		out = append(out, ip)
 	}

@@ -31,7 +31,11 @@ limitations under the License.
 //     a loopback address per network;
 //   - the guest: for every Running VMI, after a boot delay, the REAL guest
 //     agent binary listens on the VMI's agent address with the machine's
-//     token and goes Booted → SessionStarted → Ready like a golden image.
+//     token and goes Booted → SessionStarted → Ready like a golden image;
+//     with Config.SSH, the guest also serves SSH on its addresses, as a
+//     golden image with Remote Login on, recording each command it is
+//     asked to run (SSHCommands) and running none — for workload-layer
+//     tests (examples/gitlab-runner); DockerIOS never logs in to a guest.
 //
 // Faults are injected through methods (FailBootdiskJobs, FailClones,
 // StallBoot, DegradeGuest, CrashGuest, PartitionAgents, LoseNode), each
@@ -60,6 +64,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -130,6 +135,11 @@ type Config struct {
 	// heartbeat timeout, 5m in a cluster). Zero: never within a test.
 	NodeUnresponsiveAfter time.Duration
 
+	// SSH makes the guests serve SSH, recording what they are asked to
+	// run (SSHCommands), for workload-layer tests. Off unless SSH.User is
+	// set.
+	SSH SSHConfig
+
 	// Logf, if set, receives a line per action (e.g. t.Logf).
 	Logf func(format string, args ...any)
 }
@@ -137,6 +147,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.AgentPort == 0 {
 		c.AgentPort = v1alpha1.DefaultAgentPort
+	}
+	if c.SSH.Port == 0 {
+		c.SSH.Port = DefaultSSHPort
 	}
 	if len(c.Nodes) == 0 {
 		c.Nodes = []string{"harness-node-1", "harness-node-2", "harness-node-3"}
@@ -220,6 +233,10 @@ type Harness struct {
 	restartAt      map[types.UID]time.Time // failed VMI → KubeVirt replaces it
 	seenVMIs       map[types.UID]string    // VMI UID → "ns/name", until it is gone
 	stats          Stats
+
+	sshConfig   *ssh.ServerConfig       // nil: the guests serve no SSH
+	sshLog      map[string][]SSHCommand // VMI "ns/name" → commands run
+	sshFailures []sshFailure
 }
 
 // Start creates the fake Nodes (InstallCRDs must have run before), starts
@@ -266,6 +283,10 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		nextIP:    rand.Uint32N(250 * 254),
 		restartAt: map[types.UID]time.Time{},
 		seenVMIs:  map[types.UID]string{},
+		sshLog:    map[string][]SSHCommand{},
+	}
+	if err := h.setUpSSH(); err != nil {
+		return nil, err
 	}
 	if h.cfg.WorkDir == "" {
 		if h.cfg.WorkDir, err = os.MkdirTemp("", "dockerios-harness"); err != nil {

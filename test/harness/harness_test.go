@@ -20,11 +20,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,6 +73,8 @@ func TestHarness(t *testing.T) {
 	h, err := Start(ctx, Config{
 		RESTConfig: cfg, AgentBinary: AgentBinary(t), WorkDir: t.TempDir(),
 		RestartDelay: time.Second, NodeUnresponsiveAfter: 3 * time.Second,
+		// Not 22: the test must not need root.
+		SSH:  SSHConfig{Port: framework.FreePort(t), User: "runner", Password: "image-password"},
 		Logf: t.Logf,
 	})
 	if err != nil {
@@ -87,6 +92,7 @@ func TestHarness(t *testing.T) {
 	t.Run("DataVolume", e.testDataVolume)
 	t.Run("VirtualMachine", e.testVirtualMachine)
 	t.Run("PodNetworkOnly", e.testPodNetworkOnly)
+	t.Run("SSH", e.testSSH)
 
 	s := h.Stats()
 	t.Logf("stats: %+v", s)
@@ -690,4 +696,72 @@ func (e *testEnv) testPodNetworkOnly(t *testing.T) {
 		t.Errorf("agent at %s, want %s", addr, want)
 	}
 	waitStage(t, addr, token, api.StageReady)
+}
+
+// testSSH: a guest serves SSH on each of its addresses with the image's
+// account and host key, records what it is asked to run, and stops
+// serving when its VMI goes.
+func (e *testEnv) testSSH(t *testing.T) {
+	const name = "mac-ssh"
+	e.machine(t, name, "uid-mac-ssh", true)
+	vmi, _ := e.waitRunning(t, name, "")
+	dial := func(ip, password string) (*ssh.Client, error) {
+		return ssh.Dial("tcp", net.JoinHostPort(ip, strconv.Itoa(e.h.cfg.SSH.Port)), &ssh.ClientConfig{
+			User: "runner", Auth: []ssh.AuthMethod{ssh.Password(password)},
+			HostKeyCallback: ssh.FixedHostKey(e.h.SSHHostKey()), Timeout: 2 * time.Second})
+	}
+	var ips []string
+	for _, network := range []string{"default", "agent"} {
+		ip := ifaceIP(vmi, network)
+		ips = append(ips, ip)
+		var c *ssh.Client
+		framework.Eventually(t, 10*time.Second, func() string {
+			var err error
+			if c, err = dial(ip, "image-password"); err != nil {
+				return fmt.Sprintf("ssh to %s (%s): %v", ip, network, err)
+			}
+			return ""
+		})
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Stdin = strings.NewReader("input for " + network)
+		if err := s.Run("sw_vers -productVersion # on " + network); err != nil {
+			t.Errorf("on %s: %v", network, err)
+		}
+		c.Close()
+	}
+	if _, err := dial(ips[0], "wrong"); err == nil {
+		t.Error("a wrong password was accepted")
+	}
+	got := e.h.SSHCommands(e.ns, name)
+	if len(got) != 2 {
+		t.Fatalf("recorded %+v, want the two commands", got)
+	}
+	for i, network := range []string{"default", "agent"} {
+		c := got[i]
+		if c.Guest != e.ns+"/"+name || c.Command != "sw_vers -productVersion # on "+network ||
+			string(c.Stdin) != "input for "+network || !strings.HasPrefix(c.Address, ips[i]+":") {
+			t.Errorf("command %d: %+v", i, c)
+		}
+	}
+	if other := e.h.SSHCommands(e.ns, "mac-1"); len(other) != 0 {
+		t.Errorf("another guest's record holds %+v", other)
+	}
+
+	if err := e.dyn.Resource(VirtualMachineGVR).Namespace(e.ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitVMIGone(t, name, vmi.UID)
+	framework.Eventually(t, 10*time.Second, func() string {
+		if c, err := dial(ips[0], "image-password"); err == nil {
+			c.Close()
+			return "the guest of a deleted VM still serves SSH"
+		}
+		return ""
+	})
+	if n := len(e.h.SSHCommands(e.ns, name)); n != 2 {
+		t.Errorf("the record of a gone guest holds %d commands, want 2", n)
+	}
 }
