@@ -49,7 +49,7 @@ var (
 //   - claim → Bound latency, p50 and p99, for -bench-claims claims made at
 //     once against a warm pool of as many Ready machines (goal p99 < 100 ms);
 //   - reconciles and controller CPU per machine from create to Ready, over
-//     -bench-machines machines (goal ≤ 15 reconciles).
+//     -bench-machines machines (goal ≤ 12 reconciles).
 //
 // Everything runs on this machine's cores: the control plane, the
 // controller, the harness and one real agent process per guest.
@@ -187,7 +187,7 @@ func (e *env) benchMachines(b *testing.B, n int) {
 	b.ReportMetric(reconciles/float64(n), "reconciles/machine")
 	b.ReportMetric(toReady, "reconciles-to-ready/machine")
 	b.ReportMetric(cpu.Seconds()*1000/float64(n), "controller-cpu-ms/machine")
-	b.Logf("%d machines created → all Ready in %s: %.1f reconciles per machine from its creation to its Ready (goal ≤ 15); "+
+	b.Logf("%d machines created → all Ready in %s: %.1f reconciles per machine from its creation to its Ready (goal ≤ 12); "+
 		"%.1f machine reconciles in all per machine while the last ones came up (polls of machines already Ready included); "+
 		"controller CPU %.1f ms per machine (%s in all)",
 		n, took.Round(time.Second), toReady, reconciles/float64(n), cpu.Seconds()*1000/float64(n), cpu.Round(time.Millisecond))
