@@ -373,13 +373,8 @@ func (h *Harness) allocIPs(n int) ([]string, error) {
 		if h.ips[ip] {
 			continue
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(h.cfg.AgentPort)))
-		if err != nil {
+		if !portFree(ip, h.cfg.AgentPort) || (h.cfg.SSH.enabled() && !portFree(ip, h.cfg.SSH.Port)) {
 			continue // someone else's (another test process's harness)
-		}
-		l.Close()
-		if !h.sshPortFree(ip) {
-			continue
 		}
 		h.ips[ip] = true
 		out = append(out, ip)
@@ -391,6 +386,16 @@ func (h *Harness) allocIPs(n int) ([]string, error) {
 		return nil, fmt.Errorf("no free loopback address in 127.1.0.0/16")
 	}
 	return out, nil
+}
+
+// portFree says whether nothing listens on ip:port.
+func portFree(ip string, port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 func (h *Harness) releaseIPs(ips []string) {

@@ -453,17 +453,3 @@ func (h *Harness) setUpSSH() error {
 	h.sshConfig = sc
 	return nil
 }
-
-// sshPortFree says whether nothing listens on the SSH port at ip (always
-// true when the guests serve no SSH).
-func (h *Harness) sshPortFree(ip string) bool {
-	if !h.cfg.SSH.enabled() {
-		return true
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(h.cfg.SSH.Port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
-}

@@ -17,6 +17,8 @@ limitations under the License.
 package machine
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
@@ -42,7 +44,7 @@ func VMIUpdateMatters(old, new *kubevirtv1.VirtualMachineInstance) bool {
 		old.Status.NodeName != new.Status.NodeName ||
 		old.Labels[MachineUIDLabel] != new.Labels[MachineUIDLabel] ||
 		!equality.Semantic.DeepEqual(old.Status.Interfaces, new.Status.Interfaces) ||
-		runningSince(old) != runningSince(new)
+		!runningSince(old).Equal(runningSince(new))
 }
 
 func vmiStage(vmi *kubevirtv1.VirtualMachineInstance) string {
@@ -52,9 +54,9 @@ func vmiStage(vmi *kubevirtv1.VirtualMachineInstance) string {
 	return vmiStarting(vmi)
 }
 
-func runningSince(vmi *kubevirtv1.VirtualMachineInstance) int64 {
+func runningSince(vmi *kubevirtv1.VirtualMachineInstance) time.Time {
 	t, _ := VMIRunningSince(vmi)
-	return t.UnixNano()
+	return t
 }
 
 // DataVolumeUpdateMatters: a DataVolume's end (Succeeded, Failed and what
