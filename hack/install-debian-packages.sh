@@ -5,6 +5,7 @@
 # sudo only when not root.
 #
 #   tar, diffutils, gawk, coreutils, procps, util-linux   the scripts
+#   curl                                                  the README's look at the fake GitLab
 #   protobuf-compiler                                     hack/verify-protos.sh
 #   fdisk, mtools, qemu-utils                             the bootdisk builder's tests
 #   libvirt-daemon (+ driver-qemu), libvirt-clients,      the hook through real libvirt
@@ -20,7 +21,7 @@ export PATH="${PATH}:/usr/sbin:/sbin"
 # command name is looked up on PATH; an absolute path must exist.
 tools=(
   tar:tar diff:diffutils awk:gawk sort:coreutils seq:coreutils nohup:coreutils
-  pgrep:procps setsid:util-linux
+  pgrep:procps setsid:util-linux curl:curl
   protoc:protobuf-compiler
   sfdisk:fdisk mformat:mtools mcopy:mtools qemu-img:qemu-utils
 )
