@@ -35,6 +35,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/controller/pool"
+	"github.com/dockerios/dockerios/pkg/storage/binding"
 )
 
 // The label a wait finds a class claim's machine by is the one the
@@ -42,6 +43,14 @@ import (
 func TestClaimUIDLabelIsTheControllers(t *testing.T) {
 	if claimUIDLabel != pool.ClaimUIDLabel {
 		t.Errorf("claimUIDLabel %q, the controller's %q", claimUIDLabel, pool.ClaimUIDLabel)
+	}
+}
+
+// The condition a Lost claim's reason is read from is the one the
+// apiserver's binder writes.
+func TestClaimBoundIsTheBinders(t *testing.T) {
+	if claimBound != binding.ConditionBound {
+		t.Errorf("claimBound %q, the binder's %q", claimBound, binding.ConditionBound)
 	}
 }
 

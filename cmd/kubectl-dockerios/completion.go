@@ -90,8 +90,10 @@ const completionTimeout = 5 * time.Second
 type completionFunc = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective)
 
 // completeNames completes with the names list returns that start with
-// what is typed, less those already on the command line. It never fails
-// out loud: a TAB that cannot reach the API completes nothing.
+// what is typed, less those in args (the positional arguments already on
+// the command line: a flag's completion passes nil, since a claim may be
+// named after its pool). It never fails out loud: a TAB that cannot reach
+// the API completes nothing.
 func completeNames(list func(ctx context.Context) ([]string, error)) completionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		ctx := cmd.Context()
@@ -114,9 +116,19 @@ func completeNames(list func(ctx context.Context) ([]string, error)) completionF
 	}
 }
 
-// completeFixed completes with the words given that start with what is typed.
+// completeFixed completes a flag with the words given that start with
+// what is typed.
 func completeFixed(words ...string) completionFunc {
-	return completeNames(func(context.Context) ([]string, error) { return words, nil })
+	return flagCompletion(func(context.Context) ([]string, error) { return words, nil })
+}
+
+// flagCompletion completes a flag's value with the names list returns:
+// the positional arguments have nothing to do with it.
+func flagCompletion(list func(ctx context.Context) ([]string, error)) completionFunc {
+	complete := completeNames(list)
+	return func(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return complete(cmd, nil, toComplete)
+	}
 }
 
 // names lists the names of a list's items.
@@ -129,7 +141,7 @@ func names[T any](items []T, name func(*T) string) []string {
 }
 
 func (o *options) completeMachinePools(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	return completeNames(func(ctx context.Context) ([]string, error) {
+	return flagCompletion(func(ctx context.Context) ([]string, error) {
 		ns, client, err := o.namespacedClient()
 		if err != nil {
 			return nil, err
@@ -143,7 +155,7 @@ func (o *options) completeMachinePools(cmd *cobra.Command, args []string, toComp
 }
 
 func (o *options) completeMachineClasses(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	return completeNames(func(ctx context.Context) ([]string, error) {
+	return flagCompletion(func(ctx context.Context) ([]string, error) {
 		client, err := o.newClient()
 		if err != nil {
 			return nil, err
@@ -171,7 +183,7 @@ func (o *options) completeClaims(cmd *cobra.Command, args []string, toComplete s
 }
 
 func (o *options) completeIdentityPools(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	return completeNames(func(ctx context.Context) ([]string, error) {
+	return flagCompletion(func(ctx context.Context) ([]string, error) {
 		client, err := o.newClient()
 		if err != nil {
 			return nil, err
@@ -197,7 +209,7 @@ func (o *options) namespacedClient() (string, clientset.Interface, error) {
 // kubectl does: namespaces from the cluster, contexts from the kubeconfig.
 func registerConnectionCompletion(root *cobra.Command, o *options) {
 	_ = root.RegisterFlagCompletionFunc("namespace", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-		return completeNames(func(ctx context.Context) ([]string, error) {
+		return flagCompletion(func(ctx context.Context) ([]string, error) {
 			client, err := o.newMetadataClient()
 			if err != nil {
 				return nil, err
@@ -207,10 +219,10 @@ func registerConnectionCompletion(root *cobra.Command, o *options) {
 				return nil, err
 			}
 			return names(l.Items, func(n *metav1.PartialObjectMetadata) string { return n.Name }), nil
-		})(cmd, nil, toComplete)
+		})(cmd, args, toComplete)
 	})
 	_ = root.RegisterFlagCompletionFunc("context", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-		return completeNames(func(context.Context) ([]string, error) {
+		return flagCompletion(func(context.Context) ([]string, error) {
 			cfg, err := o.config.ToRawKubeConfigLoader().RawConfig()
 			if err != nil {
 				return nil, err
@@ -221,6 +233,6 @@ func registerConnectionCompletion(root *cobra.Command, o *options) {
 			}
 			slices.Sort(out)
 			return out, nil
-		})(cmd, nil, toComplete)
+		})(cmd, args, toComplete)
 	})
 }

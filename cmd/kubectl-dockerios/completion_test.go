@@ -87,6 +87,7 @@ func TestCompletion_NamesFromTheAPI(t *testing.T) {
 	}{
 		{"claim --pool", []string{"claim", "--pool", ""}, []string{"warm", "xcode16"}},
 		{"claim --pool, a prefix typed", []string{"claim", "--pool", "x"}, []string{"xcode16"}},
+		{"claim NAME --pool, NAME a pool's name too", []string{"claim", "warm", "--pool", ""}, []string{"warm", "xcode16"}},
 		{"claim --pool in another namespace", []string{"claim", "-n", "other", "--pool", ""}, []string{"elsewhere"}},
 		{"claim --class", []string{"claim", "--class", ""}, []string{"gpu", "standard"}},
 		{"release, less the claims already named", []string{"release", "build-1", "b"}, []string{"build-2"}},

@@ -264,13 +264,15 @@ func (g *generateOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if g.out.human() {
 		return report(stdout, results, summary, err, note)
 	}
-	if err != nil {
+	// An import that stopped before any identity has nothing to print.
+	if err != nil && len(results) == 0 {
 		return err
 	}
 	// Machine-readable output holds the identities that are (or would be)
-	// in the pool; the rest are errors, on stderr.
+	// in the pool, those made before an error that stopped the run
+	// included; the rest are errors, on stderr.
 	var kept []identity.Values
-	var errs []error
+	errs := []error{err}
 	for i, r := range results {
 		if r.Outcome == identityimport.Rejected {
 			errs = append(errs, fmt.Errorf("identity %d (serial %s) rejected: %s", r.Line, r.Serial, r.Reason))

@@ -156,6 +156,29 @@ func TestGenerate_ReportsAConflictAsImportDoes(t *testing.T) {
 	}
 }
 
+// A failure that stops generate part way (the server gone) still prints
+// the identities made before it, so that -o csv does not lose them.
+func TestGenerate_StoppedPartWayPrintsWhatWasMade(t *testing.T) {
+	api := newFakeAPI(identityPool("imacpro", "iMacPro1,1"))
+	gen := identity.NewGenerator(5, "iMacPro1,1")
+	first, second := gen.Next(), gen.Next()
+	api.PrependReactor("create", "macosidentities", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.CreateAction).GetObject().(*v1alpha1.MacOSIdentity).Spec.SerialNumber != second.SerialNumber {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewInternalError(fmt.Errorf("etcd is gone"))
+	})
+	p := newPlugin(t, api)
+	err := p.run(context.Background(), "identities", "generate", "--pool", "imacpro", "--count", "3", "--seed", "5", "-o", "csv")
+	if err == nil || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "etcd is gone") {
+		t.Errorf("error %v, want line 2's", err)
+	}
+	rows, rowErrs, perr := identity.ParseRows(strings.NewReader(p.stdout.String()))
+	if perr != nil || len(rowErrs) > 0 || len(rows) != 1 || rows[0].Values != first {
+		t.Errorf("stdout %q: want the one identity created", p.stdout)
+	}
+}
+
 // --dry-run=client sends nothing, and -o csv is a serial set identities
 // import reads back to the same values.
 func TestGenerate_ClientDryRunPrintsASerialSet(t *testing.T) {

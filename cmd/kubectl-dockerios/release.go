@@ -79,6 +79,7 @@ func (o *options) release(ctx context.Context, names []string, nameOnly bool, ou
 		return err
 	}
 	claims := client.DockeriosV1alpha1().MacOSMachineClaims(ns)
+	namePrinter := printers.NewTypeSetter(scheme.Scheme).ToPrinter(&printers.NamePrinter{ShortOutput: true})
 	var errs []error
 	for _, name := range names {
 		c, err := claims.Get(ctx, name, metav1.GetOptions{})
@@ -94,12 +95,8 @@ func (o *options) release(ctx context.Context, names []string, nameOnly bool, ou
 			continue
 		}
 		if nameOnly {
-			p, perr := printers.NewTypeSetter(scheme.Scheme).WrapToPrinter(&printers.NamePrinter{ShortOutput: true}, nil)
-			if perr == nil {
-				perr = p.PrintObj(c, out)
-			}
-			if perr != nil {
-				return perr
+			if err := namePrinter.PrintObj(c, out); err != nil {
+				return errors.Join(append(errs, err)...)
 			}
 			continue
 		}
