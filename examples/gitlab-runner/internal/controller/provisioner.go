@@ -72,31 +72,22 @@ func (f *jobFailure) Error() string { return f.message }
 // job is one claim's provisioning. Its fields are guarded by
 // provisioner.mu.
 type job struct {
-	owner    types.NamespacedName
-	claimUID types.UID
-	attempt  int
-	cancel   context.CancelFunc
+	owner     types.NamespacedName
+	claimUID  types.UID
+	cancel    context.CancelFunc
+	done      chan struct{}
+	announced bool // its outcome's Event was recorded
+	jobView
+}
 
+// jobView is a job's state, copied for a reconcile.
+type jobView struct {
+	attempt       int
 	stage         jobStage
 	step          int    // 1-based step running
 	stepName      string // its name
 	steps         int
 	provisionedAt time.Time // when the steps completed
-	finished      bool
-	done          chan struct{}
-	outcome       *jobOutcome
-	failure       *jobFailure
-	retryAt       time.Time
-	announced     bool // its outcome's Event was recorded
-}
-
-// jobView is a copy of a job's state for a reconcile.
-type jobView struct {
-	attempt       int
-	stage         jobStage
-	step, steps   int
-	stepName      string
-	provisionedAt time.Time
 	finished      bool
 	outcome       *jobOutcome
 	failure       *jobFailure
@@ -145,8 +136,7 @@ func (p *provisioner) get(claimUID types.UID) (jobView, bool) {
 	if j == nil {
 		return jobView{}, false
 	}
-	return jobView{attempt: j.attempt, stage: j.stage, step: j.step, steps: j.steps, stepName: j.stepName,
-		provisionedAt: j.provisionedAt, finished: j.finished, outcome: j.outcome, failure: j.failure, retryAt: j.retryAt}, true
+	return j.jobView, true
 }
 
 // start runs a job for claimUID: the first, or the next attempt after a
@@ -159,7 +149,7 @@ func (p *provisioner) start(owner types.NamespacedName, claimUID types.UID, in *
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	j := &job{owner: owner, claimUID: claimUID, attempt: 1, cancel: cancel, done: make(chan struct{}), steps: len(in.steps)}
+	j := &job{owner: owner, claimUID: claimUID, cancel: cancel, done: make(chan struct{}), jobView: jobView{attempt: 1, steps: len(in.steps)}}
 	if prev != nil {
 		j.attempt = prev.attempt + 1
 	}

@@ -106,17 +106,15 @@ type Reconciler struct {
 	deleted sync.Map
 }
 
-// deletedRecently forgets deletions older than a minute and says whether
-// claim uid was deleted since.
-func (r *Reconciler) deletedRecently(uid types.UID, now time.Time) bool {
+// forgetOldDeletions forgets deletions older than a minute: the cache has
+// seen them by then.
+func (r *Reconciler) forgetOldDeletions(now time.Time) {
 	r.deleted.Range(func(k, v any) bool {
 		if now.Sub(v.(time.Time)) > time.Minute {
 			r.deleted.Delete(k)
 		}
 		return true
 	})
-	_, ok := r.deleted.Load(uid)
-	return ok
 }
 
 // SetupWithManager registers the controller: GitLabRunners, the claims
@@ -264,10 +262,11 @@ func (r *Reconciler) claimsOf(ctx context.Context, gr *v1alpha1.GitLabRunner) (m
 	if err := r.Client.List(ctx, &list, client.InNamespace(gr.Namespace), client.MatchingLabels{RunnerLabel: gr.Name}); err != nil {
 		return nil, err
 	}
+	r.forgetOldDeletions(r.Clock.Now())
 	out := map[string]*dockeriov1alpha1.MacOSMachineClaim{}
 	for i := range list.Items {
 		c := &list.Items[i]
-		if metav1.IsControlledBy(c, gr) && !r.deletedRecently(c.UID, r.Clock.Now()) {
+		if _, deleted := r.deleted.Load(c.UID); metav1.IsControlledBy(c, gr) && !deleted {
 			out[c.Name] = c
 		}
 	}

@@ -688,6 +688,32 @@ func TestReconcile_ARunnerLeftByAnInterruptedAttemptIsDeleted(t *testing.T) {
 	}
 }
 
+func TestReconcile_AClaimDeletedBeforeItsRunnerWasRecorded(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	f.registerAll(1)
+	old := f.entry(replicaName(name, 0))
+	// Its job registered a runner, but the claim was deleted (by someone
+	// else) before status recorded it.
+	gr := f.runner()
+	gr.Status.Runners[0].RunnerID, gr.Status.Runners[0].RegisteredTime = 0, nil
+	if err := f.c.Status().Update(context.Background(), gr); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Delete(context.Background(), f.claim(old.Name)); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.releasedWhileRegistered = nil // on purpose here
+	f.mu.Unlock()
+	f.reconcile()
+	if _, ok := f.gl.Runner(old.RunnerID); ok {
+		t.Errorf("runner %d, made for a claim that is gone, is left in GitLab", old.RunnerID)
+	}
+	if c := f.claim(old.Name); c == nil || c.UID == old.ClaimUID {
+		t.Errorf("no new claim for %s", old.Name)
+	}
+}
+
 func TestReconcile_ARunnerDeletedInGitLabIsRegisteredAgain(t *testing.T) {
 	f := newFixture(t, 1, nil)
 	f.registerAll(1)

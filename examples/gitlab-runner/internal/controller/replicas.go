@@ -96,10 +96,11 @@ func (p *pass) sync(ctx context.Context, name string, claim *dockeriov1alpha1.Ma
 	if claim == nil {
 		// A claim recorded but gone (deleted by someone, or by a replace):
 		// its runner goes first, then a new claim is made.
-		if entry.RunnerID != 0 && !p.deregister(ctx, entry, nil) {
+		if !p.dropOldClaim(ctx, entry) {
 			v.machine = aspect{reason: v1alpha1.ReasonMachineLost, message: entry.Message}
 			return entry
 		}
+		*entry = v1alpha1.RunnerStatus{Name: name} // nothing of the old claim is left
 		created, err := p.createClaim(ctx, name)
 		if err != nil {
 			entry.Phase, entry.Message = v1alpha1.RunnerPending, "claiming a machine: "+err.Error()
@@ -119,7 +120,7 @@ func (p *pass) sync(ctx context.Context, name string, claim *dockeriov1alpha1.Ma
 	if entry.ClaimUID != claim.UID {
 		// The status knew another claim of this name (since replaced), or
 		// none (status lost): what it recorded is that claim's.
-		if entry.RunnerID != 0 && entry.ClaimUID != "" && !p.deregister(ctx, entry, nil) {
+		if !p.dropOldClaim(ctx, entry) {
 			return entry
 		}
 		*entry = v1alpha1.RunnerStatus{Name: name, ClaimUID: claim.UID}
@@ -208,6 +209,25 @@ func (p *pass) sync(ctx context.Context, name string, claim *dockeriov1alpha1.Ma
 	}
 	p.provision(ctx, entry, claim, &m, &v)
 	return entry
+}
+
+// dropOldClaim takes apart what entry's claim, now gone or replaced, left:
+// its job is stopped, and then its runners deleted in GitLab — the one
+// recorded and any the job made that status never recorded (a job that
+// registered just before the claim went). It says whether that is done.
+func (p *pass) dropOldClaim(ctx context.Context, entry *v1alpha1.RunnerStatus) bool {
+	if entry.ClaimUID == "" {
+		return true
+	}
+	// The job's record stays until the job has ended: deregister waits for
+	// that before it looks for runners to delete.
+	p.keepJobs[entry.ClaimUID] = true
+	if !p.r.jobs.stop(entry.ClaimUID) {
+		entry.Message = "stopping its provisioning"
+		p.after(time.Second)
+		return false
+	}
+	return p.deregister(ctx, entry, nil)
 }
 
 // provision runs, follows or retries the claim's job and records its
@@ -570,7 +590,7 @@ func (p *pass) deregister(ctx context.Context, entry *v1alpha1.RunnerStatus, cla
 // will ever deregister its runners here. A GitLab that fails otherwise
 // holds the removal, rather than leave a runner registered on nothing.
 func (p *pass) givingUp(err error) bool {
-	return p.gr.DeletionTimestamp != nil && apierrors.IsNotFound(unwrapAPI(err))
+	return p.gr.DeletionTimestamp != nil && apierrors.IsNotFound(err)
 }
 
 // createClaim claims a machine for replica name, bound at create when the
@@ -670,19 +690,4 @@ func durationOf(d *metav1.Duration, def time.Duration) time.Duration {
 		return def
 	}
 	return d.Duration
-}
-
-// unwrapAPI finds the API error in err's chain (nil if none).
-func unwrapAPI(err error) error {
-	for e := err; e != nil; {
-		if _, ok := e.(apierrors.APIStatus); ok {
-			return e
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return nil
-		}
-		e = u.Unwrap()
-	}
-	return nil
 }
