@@ -45,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
@@ -58,6 +59,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/apiserver"
 	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/authn"
 	"github.com/dockerios/dockerios/pkg/authz"
 	"github.com/dockerios/dockerios/pkg/embeddedetcd"
 	generatedopenapi "github.com/dockerios/dockerios/pkg/generated/openapi"
@@ -223,15 +225,34 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	cfg.OpenAPIV3Config.Info.Title = "DockerIOS"
 	cfg.OpenAPIV3Config.Info.Version = "v1alpha1"
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	if err := overrideFeatureDefaults(); err != nil {
+		return nil, err
+	}
 	cfg.FeatureGate = utilfeature.DefaultFeatureGate
 
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
+	// Behind kube-apiserver every request presents the front proxy's
+	// client certificate: verify its chain once, not on every request.
+	cfg.Authentication.Authenticator = authn.FrontProxyChains(cfg.Authentication.RequestHeaderConfig, cfg.Authentication.Authenticator)
 	if cfg.Authorization.Authorizer != nil {
 		cfg.Authorization.Authorizer = authz.Coalesce(cfg.Authorization.Authorizer)
 	}
 	return &apiserver.Config{GenericConfig: cfg, IdentityRepairInterval: o.IdentityRepairInterval}, nil
+}
+
+// overrideFeatureDefaults sets the defaults of the generic apiserver's
+// features that this server needs otherwise.
+//
+// ConcurrentWatchObjectDecode decodes every event of an etcd watch in a
+// goroutine of its own, so that a slow conversion webhook of a custom
+// resource does not hold up the watch cache. This server converts in
+// process, in microseconds; the goroutine per event only costs its start
+// and the growth of its stack to the depth of a JSON decode, for each
+// machine and identity every create writes.
+func overrideFeatureDefaults() error {
+	return utilfeature.DefaultMutableFeatureGate.OverrideDefault(features.ConcurrentWatchObjectDecode, false)
 }
 
 // Run starts the embedded etcd if needed, then serves until ctx is done.
