@@ -1,0 +1,182 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package txn_test
+
+import (
+	"context"
+	"math/rand"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/dump"
+	"sigs.k8s.io/randfill"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	dockeriofuzzer "github.com/dockerios/dockerios/pkg/apis/dockerio/fuzzer"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/registry/registrytest"
+	"github.com/dockerios/dockerios/pkg/storage/txn"
+)
+
+// Written.Into answers a write with the object a read of it would give —
+// what decoding the written bytes gives — without decoding them: for every
+// kind, with timestamps finer than the wire keeps, defaults left out and
+// empty lists, the object is the decoded one, and so is what a client is
+// sent.
+func TestWrittenInto_IsWhatDecodingGives(t *testing.T) {
+	// No etcd is dialled: only the resources' encoding is used.
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	kinds := map[string]runtime.Object{
+		"macosmachines":       &dockerio.MacOSMachine{},
+		"macosidentities":     &dockerio.MacOSIdentity{},
+		"macosmachineclaims":  &dockerio.MacOSMachineClaim{},
+		"macosidentitypools":  &dockerio.MacOSIdentityPool{},
+		"macosmachineclasses": &dockerio.MacOSMachineClass{},
+		"macosmachinepools":   &dockerio.MacOSMachinePool{},
+		"macosimages":         &dockerio.MacOSImage{},
+	}
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	f := fuzzer.FuzzerFor(fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, dockeriofuzzer.Funcs, finerTimes), rand.NewSource(seed), scheme.Codecs).
+		NilChance(0.2).NumElements(0, 3)
+	for resource, empty := range kinds {
+		r, err := txn.NewResource(getter, dockerio.Resource(resource), true, func() runtime.Object { return empty.DeepCopyObject() })
+		require.NoError(t, err)
+		for i := range 200 {
+			obj := empty.DeepCopyObject()
+			f.Fill(obj)
+			if i%2 == 0 {
+				// Defaults left out: decoding fills them in.
+				withoutDefaults(obj)
+			}
+			ctx := context.Background()
+			key := r.Key("ns", "name")
+			stored, err := r.Encode(ctx, key, obj)
+			require.NoError(t, err)
+			decoded, err := r.Decode(ctx, key, stored, 42)
+			require.NoError(t, err)
+
+			var tx txn.Txn
+			written, err := tx.PutObject(ctx, r, key, obj)
+			require.NoError(t, err)
+			into := empty.DeepCopyObject()
+			require.NoError(t, written.Into(into, 42))
+
+			if !apiequality.Semantic.DeepEqual(decoded, into) {
+				t.Fatalf("%s: Into differs from decoding:\n%s", resource, diff(decoded, into))
+			}
+			assert.Equal(t, served(t, decoded), served(t, into), "%s: a client is sent the same", resource)
+		}
+	}
+}
+
+// The object Into fills is the object as it was written, whatever the
+// caller does with its own object afterwards, and shares nothing with it.
+func TestWrittenInto_SharesNothingWithTheCallersObject(t *testing.T) {
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	r, err := txn.NewResource(getter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} })
+	require.NoError(t, err)
+	m := registrytest.Machine("mac-1")
+	m.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready"}}
+	var tx txn.Txn
+	written, err := tx.PutObject(context.Background(), r, r.Key("ns", "mac-1"), m)
+	require.NoError(t, err)
+	m.Status.Conditions[0].Reason = "ChangedAfterTheWrite"
+	labels := m.Labels
+	m.Labels = map[string]string{"changed": "after the write"}
+
+	var out dockerio.MacOSMachine
+	require.NoError(t, written.Into(&out, 7))
+	assert.Equal(t, "Ready", out.Status.Conditions[0].Reason)
+	assert.Equal(t, labels, out.Labels)
+	assert.Equal(t, "7", out.ResourceVersion)
+	out.Status.Conditions[0].Reason = "ChangedInTheAnswer"
+	var again dockerio.MacOSMachine
+	require.NoError(t, written.Into(&again, 7))
+	assert.Equal(t, "Ready", again.Status.Conditions[0].Reason)
+	assert.Equal(t, "ChangedAfterTheWrite", m.Status.Conditions[0].Reason)
+}
+
+// A timestamp set to zero is null on the wire: a pointer to one decodes
+// as nil, and so does Into leave it.
+func TestWrittenInto_ZeroTimestampIsNil(t *testing.T) {
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	r, err := txn.NewResource(getter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} })
+	require.NoError(t, err)
+	m := registrytest.Machine("mac-1")
+	m.DeletionTimestamp = &metav1.Time{}
+	var tx txn.Txn
+	written, err := tx.PutObject(context.Background(), r, r.Key("ns", "mac-1"), m)
+	require.NoError(t, err)
+	var out dockerio.MacOSMachine
+	require.NoError(t, written.Into(&out, 7))
+	assert.Nil(t, out.DeletionTimestamp)
+}
+
+// finerTimes fills timestamps with nanoseconds, which the wire drops.
+func finerTimes(runtimeserializer.CodecFactory) []any {
+	return []any{
+		func(t *metav1.Time, c randfill.Continue) {
+			t.Time = time.Unix(c.Int63n(1<<32), c.Int63n(1e9))
+		},
+		func(t *metav1.MicroTime, c randfill.Continue) {
+			t.Time = time.Unix(c.Int63n(1<<32), c.Int63n(1e9))
+		},
+	}
+}
+
+// withoutDefaults clears fields that decoding defaults.
+func withoutDefaults(obj runtime.Object) {
+	clear := func(s *dockerio.MacOSMachineClassSpec) {
+		s.CPU.Cores, s.CPU.Model, s.Memory, s.StartTimeout = 0, "", nil, nil
+	}
+	switch o := obj.(type) {
+	case *dockerio.MacOSMachine:
+		if o.Status.ClassSnapshot != nil {
+			clear(&o.Status.ClassSnapshot.Spec)
+		}
+	case *dockerio.MacOSMachineClass:
+		clear(&o.Spec)
+	case *dockerio.MacOSMachinePool:
+		o.Spec.Replicas = nil
+	}
+}
+
+// served is obj as a client is sent it: v1alpha1 JSON.
+func served(t *testing.T, obj runtime.Object) string {
+	t.Helper()
+	data, err := runtime.Encode(scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion), obj)
+	require.NoError(t, err)
+	return string(data)
+}
+
+func diff(a, b runtime.Object) string {
+	if reflect.DeepEqual(a, b) {
+		return ""
+	}
+	return "decoded:\n" + dump.Pretty(a) + "\ninto:\n" + dump.Pretty(b)
+}
