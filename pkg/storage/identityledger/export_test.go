@@ -16,6 +16,8 @@ limitations under the License.
 
 package identityledger
 
+import "context"
+
 // RememberedClass is what the class view remembers of class (nil if
 // nothing).
 func (l *Ledger) RememberedClass(class string) any {
@@ -32,4 +34,29 @@ func (l *Ledger) Remember(class string, b any) {
 	l.classView.mu.Lock()
 	defer l.classView.mu.Unlock()
 	l.classView.bindings[class] = b.(*binding)
+}
+
+// FreeViewCounts is what the free view counts of pool, and the revision
+// it has reached; ok is false until it has loaded.
+func (l *Ledger) FreeViewCounts(pool string) (PoolCounts, int64, bool) {
+	return l.free.poolCounts(pool)
+}
+
+// PretendFreeView makes the free view say pool has counts c as of rev, as
+// a view whose watch lags behind etcd would.
+func (l *Ledger) PretendFreeView(pool string, c PoolCounts, rev int64) {
+	l.free.mu.Lock()
+	defer l.free.mu.Unlock()
+	l.free.ready = true
+	if l.free.counts == nil {
+		l.free.counts = map[string]*indexCounts{}
+	}
+	l.free.counts[pool] = &indexCounts{members: c.Total, free: c.Free, pending: c.Pending}
+	l.free.rev = rev
+}
+
+// UpdatePoolStatus is one write of pool's status counts, as RunPoolStatus
+// makes it.
+func (l *Ledger) UpdatePoolStatus(ctx context.Context, pool string) error {
+	return l.updatePoolStatus(ctx, pool)
 }

@@ -18,6 +18,7 @@ package identityledger
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -58,8 +59,12 @@ const statusDebounce = 250 * time.Millisecond
 
 // RunPoolStatus keeps every MacOSIdentityPool's status counts equal to its
 // index keys until ctx ends: all pools at start, then each pool whose keys
-// change. Several apiserver replicas may run it at once; their writes are
-// conditional and agree.
+// or object change. The counts, and which pools' keys changed, come from the
+// free view, which follows the index keys anyway: RunFreeView must run
+// beside it. While the view is not loaded the counts are read from etcd,
+// and once it has loaded again every pool is counted anew. Several
+// apiserver replicas may run it at once; their writes are conditional, and
+// none writes counts older than those written before it.
 func (l *Ledger) RunPoolStatus(ctx context.Context) {
 	var mu sync.Mutex
 	dirty := map[string]bool{}
@@ -78,31 +83,23 @@ func (l *Ledger) RunPoolStatus(ctx context.Context) {
 	markAll()
 
 	go func() {
+		// The pools themselves: a new pool, or one written by anyone else,
+		// gets its counts (again). Changes of the index keys come from the
+		// free view.
 		for ctx.Err() == nil {
-			// Deletes count too: an allocation only deletes a free key.
-			w := l.client.Watch(clientv3.WithRequireLeader(ctx), l.keys.poolsPrefix(), clientv3.WithPrefix())
-			w2 := l.client.Watch(clientv3.WithRequireLeader(ctx), l.pools.KeyPrefix(), clientv3.WithPrefix())
-			for open := true; open; {
-				select {
-				case resp, ok := <-w:
-					open = ok && resp.Err() == nil
-					mu.Lock()
-					for _, ev := range resp.Events {
-						if pool, _, _, ok := l.keys.parsePoolKey(string(ev.Kv.Key)); ok {
-							dirty[pool] = true
-						}
-					}
-					mu.Unlock()
-				case resp, ok := <-w2:
-					open = ok && resp.Err() == nil
-					mu.Lock()
-					for _, ev := range resp.Events {
-						dirty[string(ev.Kv.Key)[len(l.pools.KeyPrefix()):]] = true
-					}
-					mu.Unlock()
-				case <-ctx.Done():
-					return
+			w := l.client.Watch(clientv3.WithRequireLeader(ctx), l.pools.KeyPrefix(), clientv3.WithPrefix())
+			for resp := range w {
+				if resp.Err() != nil {
+					break
 				}
+				mu.Lock()
+				for _, ev := range resp.Events {
+					dirty[string(ev.Kv.Key)[len(l.pools.KeyPrefix()):]] = true
+				}
+				mu.Unlock()
+			}
+			if ctx.Err() != nil {
+				return
 			}
 			// The watch broke (compaction, leader change): recount everything.
 			markAll()
@@ -122,15 +119,34 @@ func (l *Ledger) RunPoolStatus(ctx context.Context) {
 		pools := dirty
 		dirty = map[string]bool{}
 		mu.Unlock()
+		for _, pool := range l.free.changedPools() {
+			pools[pool] = true
+		}
 		for pool := range pools {
 			if err := l.updatePoolStatus(ctx, pool); err != nil && ctx.Err() == nil {
-				klog.ErrorS(err, "Updating identity pool status", "pool", pool)
+				if !errors.Is(err, errViewBehind) {
+					klog.ErrorS(err, "Updating identity pool status", "pool", pool)
+				}
 				mu.Lock()
 				dirty[pool] = true
 				mu.Unlock()
 			}
 		}
 	}
+}
+
+// errViewBehind says the free view has not yet reached the revision of the
+// pool's last write, so its counts may be older than the status written.
+var errViewBehind = errors.New("the free view is behind the pool's last write")
+
+// poolCounts returns pool's counts, from the free view when it is loaded,
+// and the revision they are as of; otherwise from etcd, as of now (rev 0).
+func (l *Ledger) poolCounts(ctx context.Context, pool string) (PoolCounts, int64, error) {
+	if c, rev, ok := l.free.poolCounts(pool); ok {
+		return c, rev, nil
+	}
+	c, err := l.Counts(ctx, pool)
+	return c, 0, err
 }
 
 // updatePoolStatus writes pool's counts to its status if they differ.
@@ -145,7 +161,7 @@ func (l *Ledger) updatePoolStatus(ctx context.Context, pool string) error {
 			return err
 		}
 		p := obj.(*dockerio.MacOSIdentityPool)
-		c, err := l.Counts(ctx, pool)
+		c, asOf, err := l.poolCounts(ctx, pool)
 		if err != nil {
 			return err
 		}
@@ -162,6 +178,14 @@ func (l *Ledger) updatePoolStatus(ctx context.Context, pool string) error {
 			updated.Status.Allocated == p.Status.Allocated && updated.Status.Pending == p.Status.Pending &&
 			meta.IsStatusConditionPresentAndEqual(p.Status.Conditions, exhausted.Type, exhausted.Status) {
 			return nil
+		}
+		if asOf != 0 && asOf < rev {
+			// The pool was written after the last change the view has
+			// seen — perhaps by another replica, with counts newer than
+			// these. Write once the view has caught up: it says how far
+			// it is when asked, even when nothing changed.
+			l.free.askProgress()
+			return errViewBehind
 		}
 		var tx txn.Txn
 		tx.IfUnchanged(key, rev)
