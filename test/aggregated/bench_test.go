@@ -48,6 +48,8 @@ var (
 	benchRounds   = flag.Int("bench-rounds", 3, "rounds BenchmarkCreatesThroughKubeAPIServer alternates the two kinds over")
 	benchPerRound = flag.Int("bench-per-round", 400, "objects of each kind created in one round")
 	benchProfile  = flag.String("bench-dockerios-cpuprofile", "", "write a CPU profile of the DockerIOS apiserver during the first DockerIOS round to this file")
+	benchEtcdProf = flag.String("bench-etcd-cpuprofile", "", "write a CPU profile of etcd during the first DockerIOS round to this file (etcd must run with --enable-pprof: point DOCKERIOS_ETCD_BIN at a script that adds it)")
+	benchProfileD = flag.Duration("bench-dockerios-cpuprofile-duration", 3*time.Second, "how long -bench-dockerios-cpuprofile profiles (whole seconds); the round should last longer")
 )
 
 // crdMachines is MacOSMachine again, as a CustomResourceDefinition in a
@@ -105,6 +107,11 @@ func BenchmarkCreatesThroughKubeAPIServer(b *testing.B) {
 	e.addIdentities(b, identityPool, "bench", fleetSize, total, *benchClients)
 	b.Logf("seeded %d identities in %s", total, time.Since(seedStart).Round(time.Millisecond))
 
+	// kube-controller-manager's garbage collector watches every resource,
+	// ours included, as in any cluster; each create is an event to it.
+	// Measure only once it does, so that every run measures the same.
+	e.waitForWatches(b, "macosmachines", "macosidentities")
+
 	var next atomic.Int64
 	dockerIOS := func(ctx context.Context) error {
 		_, err := e.client.DockeriosV1alpha1().MacOSMachines("bench").Create(ctx, &v1alpha1.MacOSMachine{
@@ -125,23 +132,37 @@ func BenchmarkCreatesThroughKubeAPIServer(b *testing.B) {
 
 	var dockerIOSTime, crdTime time.Duration
 	dockerIOSCPU, crdCPU := cpuTimes{}, cpuTimes{}
+	dockerIOSEtcd, crdEtcd := etcdCounters{}, etcdCounters{}
 	pids := e.cp.PIDs()
 	pids["benchmark client"] = os.Getpid()
 	for round := range *benchRounds {
+		etcdBefore := readEtcdCounters(b, e.cp.EtcdURL)
 		before := readCPU(b, pids)
-		var profiled chan struct{}
+		var profiled, etcdProfiled chan struct{}
 		if round == 0 && *benchProfile != "" {
-			profiled = e.profileDockerIOS(b, *benchProfile, 3*time.Second)
+			profiled = e.profileDockerIOS(b, *benchProfile, *benchProfileD)
+		}
+		if round == 0 && *benchEtcdProf != "" {
+			etcdProfiled = fetchProfile(b, http.DefaultClient, e.cp.EtcdURL, nil, *benchEtcdProf, *benchProfileD)
 		}
 		d := timeCreates(b, *benchClients, *benchPerRound, dockerIOS)
-		if profiled != nil {
-			<-profiled
+		for _, done := range []chan struct{}{profiled, etcdProfiled} {
+			if done != nil {
+				<-done
+			}
 		}
 		middle := readCPU(b, pids)
+		etcdMiddle := readEtcdCounters(b, e.cp.EtcdURL)
 		c := timeCreates(b, *benchClients, *benchPerRound, crd)
 		after := readCPU(b, pids)
+		etcdAfter := readEtcdCounters(b, e.cp.EtcdURL)
 		dockerIOSCPU.add(middle.minus(before))
 		crdCPU.add(after.minus(middle))
+		dockerIOSEtcd.add(etcdMiddle.minus(etcdBefore))
+		crdEtcd.add(etcdAfter.minus(etcdMiddle))
+		b.Logf("round %d CPU per 1000 creates: dockerios-apiserver %.2fs, etcd %.2fs (CRD path: kube-apiserver %.2fs, etcd %.2fs)", round+1,
+			perThousand(middle.minus(before)["dockerios-apiserver"], *benchPerRound), perThousand(middle.minus(before)["etcd"], *benchPerRound),
+			perThousand(after.minus(middle)["kube-apiserver"], *benchPerRound), perThousand(after.minus(middle)["etcd"], *benchPerRound))
 		dockerIOSTime += d
 		crdTime += c
 		b.Logf("round %d: DockerIOS %.0f creates/s, CRD %.0f creates/s, ratio %.2f", round+1,
@@ -164,6 +185,14 @@ func BenchmarkCreatesThroughKubeAPIServer(b *testing.B) {
 			dockerIOSCPU[name].Seconds()*1000/float64(total), crdCPU[name].Seconds()*1000/float64(total))
 	}
 
+	// What etcd did for them: requests, keys and bytes per create, from
+	// etcd's own counters (everything etcd served meanwhile, watches and
+	// background work of every component included).
+	for _, name := range etcdCounterNames {
+		b.Logf("etcd per create, %-36s DockerIOS %8.1f  CRD %8.1f", name,
+			dockerIOSEtcd[name]/float64(total), crdEtcd[name]/float64(total))
+	}
+
 	dRate, cRate := rate(total, dockerIOSTime), rate(total, crdTime)
 	b.ReportMetric(dRate, "dockerios-creates/s")
 	b.ReportMetric(cRate, "crd-creates/s")
@@ -172,21 +201,68 @@ func BenchmarkCreatesThroughKubeAPIServer(b *testing.B) {
 		dRate, cRate, dRate/cRate, *benchClients, *benchRounds, *benchPerRound)
 }
 
-// profileDockerIOS fetches a CPU profile of the DockerIOS apiserver over
-// the next d into path, straight from the server with the front-proxy
-// certificate (kube-apiserver proxies only /apis/dockerios.io).
-func (e *env) profileDockerIOS(b *testing.B, path string, d time.Duration) chan struct{} {
-	done := make(chan struct{})
+// frontProxyClient reaches the DockerIOS apiserver directly, as
+// kube-apiserver's aggregator does.
+func (e *env) frontProxyClient(b *testing.B) (*http.Client, http.Header) {
 	cert, key := e.cp.FrontProxyClient(b, "front-proxy-client")
 	pair, err := tls.X509KeyPair(cert, key)
 	require.NoError(b, err)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(e.cp.DockerIOSServingCA())
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}}
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", e.cp.DockerIOSURL, int(d.Seconds())), nil)
+	return client, http.Header{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}}
+}
+
+// waitForWatches waits until somebody (kube-controller-manager's garbage
+// collector) watches each of resources on the DockerIOS apiserver.
+func (e *env) waitForWatches(b *testing.B, resources ...string) {
+	client, header := e.frontProxyClient(b)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		req, err := http.NewRequest(http.MethodGet, e.cp.DockerIOSURL+"/metrics", nil)
+		require.NoError(b, err)
+		req.Header = header.Clone()
+		resp, err := client.Do(req)
+		require.NoError(b, err)
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		watched := 0
+		for _, r := range resources {
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `resource="`+r+`"`) &&
+					strings.Contains(line, `verb="WATCH"`) && !strings.HasSuffix(line, " 0") {
+					watched++
+					break
+				}
+			}
+		}
+		if watched == len(resources) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("nobody watches %v on the DockerIOS apiserver: is kube-controller-manager's garbage collector running?", resources)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// profileDockerIOS fetches a CPU profile of the DockerIOS apiserver over
+// the next d into path, straight from the server with the front-proxy
+// certificate (kube-apiserver proxies only /apis/dockerios.io).
+func (e *env) profileDockerIOS(b *testing.B, path string, d time.Duration) chan struct{} {
+	client, header := e.frontProxyClient(b)
+	return fetchProfile(b, client, e.cp.DockerIOSURL, header, path, d)
+}
+
+// fetchProfile fetches a CPU profile over the next d from the pprof
+// handler at base into path; the returned channel closes when it is written.
+func fetchProfile(b *testing.B, client *http.Client, base string, header http.Header, path string, d time.Duration) chan struct{} {
+	done := make(chan struct{})
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Seconds())), nil)
 	require.NoError(b, err)
-	req.Header.Set("X-Remote-User", "admin")
-	req.Header.Set("X-Remote-Group", "system:masters")
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	go func() {
 		defer close(done)
 		resp, err := client.Do(req)
@@ -197,7 +273,7 @@ func (e *env) profileDockerIOS(b *testing.B, path string, d time.Duration) chan 
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusOK {
-			b.Errorf("profiling: %s: %s", resp.Status, data)
+			b.Errorf("profiling %s: %s: %s", base, resp.Status, data)
 			return
 		}
 		if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -253,6 +329,79 @@ func readCPU(b *testing.B, pids map[string]int) cpuTimes {
 }
 
 func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+func perThousand(d time.Duration, n int) float64 { return d.Seconds() * 1000 / float64(n) }
+
+// etcdCounters are etcd's cumulative counters, by the names below.
+type etcdCounters map[string]float64
+
+// etcdCounterNames are the etcd metrics (with their labels, as etcd
+// prints them) the benchmark reports per create.
+var etcdCounterNames = []string{
+	`grpc_server_handled_total{grpc_method="Range"}`,
+	`grpc_server_handled_total{grpc_method="Txn"}`,
+	`etcd_mvcc_range_total`,
+	`etcd_mvcc_put_total`,
+	`etcd_mvcc_delete_total`,
+	`etcd_debugging_mvcc_total_put_size_in_bytes`,
+	`etcd_debugging_mvcc_events_total`,
+	`etcd_network_client_grpc_received_bytes_total`,
+	`etcd_network_client_grpc_sent_bytes_total`,
+	`etcd_disk_wal_write_bytes_total`,
+}
+
+func (c etcdCounters) add(o etcdCounters) {
+	for k, v := range o {
+		c[k] += v
+	}
+}
+
+func (c etcdCounters) minus(o etcdCounters) etcdCounters {
+	d := etcdCounters{}
+	for k, v := range c {
+		d[k] = v - o[k]
+	}
+	return d
+}
+
+// readEtcdCounters reads etcdCounterNames from etcd's /metrics. A gRPC
+// method's count is summed over its result codes.
+func readEtcdCounters(b *testing.B, etcdURL string) etcdCounters {
+	b.Helper()
+	resp, err := http.Get(etcdURL + "/metrics")
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(b, err)
+	c := etcdCounters{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		name := line[:i]
+		for _, want := range etcdCounterNames {
+			if name == want {
+				c[want] += v
+				continue
+			}
+			// grpc_server_handled_total{grpc_method="Txn"} stands for
+			// every code and service of that method.
+			if metric, method, ok := strings.Cut(want, "{grpc_method="); ok && strings.HasPrefix(name, metric+"{") &&
+				strings.Contains(name, "grpc_method="+strings.TrimSuffix(method, "}")+",") {
+				c[want] += v
+			}
+		}
+	}
+	return c
+}
 
 // timeCreates runs create n times across clients and returns how long all
 // took; any error fails the benchmark.
