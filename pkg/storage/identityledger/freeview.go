@@ -23,6 +23,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 	"k8s.io/klog/v2"
 )
 
@@ -50,6 +51,10 @@ type freeView struct {
 	// changed are the pools whose counts changed since changedPools was
 	// last asked.
 	changed map[string]bool
+	// countedInEtcd are the pools whose counts were read from etcd while
+	// the view was not loaded: once it has loaded they are changed, as
+	// the view may never see their keys go (they may all go before).
+	countedInEtcd map[string]bool
 	// requestProgress asks the watch to say how far it has come, when it
 	// has no change to deliver.
 	requestProgress func()
@@ -162,11 +167,16 @@ func (v *freeView) apply(l *Ledger, kv *mvccpb.KeyValue, created, deleted bool) 
 }
 
 // poolCounts returns pool's counts as of rev, the revision the view has
-// reached; ok is false while the view is not loaded.
+// reached; ok is false while the view is not loaded, and then pool is
+// changed once it has loaded (the caller counts it in etcd meanwhile).
 func (v *freeView) poolCounts(pool string) (c PoolCounts, rev int64, ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if !v.ready {
+		if v.countedInEtcd == nil {
+			v.countedInEtcd = map[string]bool{}
+		}
+		v.countedInEtcd[pool] = true
 		return PoolCounts{}, 0, false
 	}
 	if n := v.counts[pool]; n != nil {
@@ -224,7 +234,13 @@ func (l *Ledger) watchFree(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	watchCtx := clientv3.WithRequireLeader(ctx)
+	// The watch has a gRPC stream of its own (metadata no other watch of
+	// the client has): etcd answers a progress request only when every
+	// watch of the stream is synced and has started, so another watch of
+	// the stream (the class view's, just restarted past etcd's current
+	// revision) would leave the request, and the pools' status, waiting
+	// for some write to etcd.
+	watchCtx := clientv3.WithRequireLeader(metadata.AppendToOutgoingContext(ctx, "dockerios-watch", "free-view"))
 	l.free.mu.Lock()
 	l.free.pools = map[string]*freeSet{}
 	// Every pool's counts are new, including those of pools whose last
@@ -233,13 +249,17 @@ func (l *Ledger) watchFree(ctx context.Context) error {
 	for pool := range l.free.counts {
 		l.free.changed[pool] = true
 	}
+	for pool := range l.free.countedInEtcd {
+		l.free.changed[pool] = true
+	}
+	l.free.countedInEtcd = nil
 	l.free.counts = map[string]*indexCounts{}
 	for _, kv := range resp.Kvs {
 		l.free.apply(l, kv, true, false)
 	}
 	l.free.rev = resp.Header.Revision
 	// A progress request goes to every watch of the stream watchCtx's
-	// metadata selects: this one's.
+	// metadata selects: this one alone.
 	l.free.requestProgress = func() { _ = l.client.RequestProgress(watchCtx) }
 	l.free.ready = true
 	l.free.mu.Unlock()
