@@ -37,13 +37,18 @@ var (
 // throughWire sets every value under v (addressable: a versioned object)
 // that has a JSON form of its own — timestamps, quantities, durations,
 // managed fields — to what encoding and decoding it gives: its MarshalJSON
-// output, compacted, given to UnmarshalJSON on a zero value, as the JSON
-// decoder does. That is where a round trip through storage changes an
-// object: a Time keeps whole seconds, a MicroTime microseconds, a
-// quantity comes back in the format its text parses to; and a pointer to
-// a value whose form is null comes back nil. Everything else (strings,
-// numbers, lists and maps of them) comes back as it went; an empty list or
-// map may come back nil, which the API treats alike.
+// output, compacted and escaped as the encoder writes it (wireForm), given
+// to UnmarshalJSON on a zero value, as the JSON decoder does. That is
+// where a round trip through storage changes an object: a Time keeps
+// whole seconds, a MicroTime microseconds, a quantity comes back in the
+// format its text parses to, a fieldsV1 with <, > and & escaped; and a
+// pointer to a value whose form is null comes back nil. Everything else
+// (strings, numbers, lists and maps of them) comes back as it went; an
+// empty list or map may come back nil, which the API treats alike. (A
+// string that is not valid UTF-8 would come back with U+FFFD in place of
+// its bad bytes; none reaches a write here: every string comes from a
+// decoded request or object, where the decoder has already replaced
+// them, or from our code.)
 //
 // Time and MicroTime, in every object, take a shorter path with the same
 // result (TestThroughWire_TimesAsJSON).
@@ -181,15 +186,11 @@ func ownWireForm(t reflect.Type) bool {
 	return p.Implements(unmarshaler) && (t.Implements(marshaler) || p.Implements(marshaler))
 }
 
-// wireForm is v's JSON form as the encoder writes it: compacted.
+// wireForm is v's JSON form as the encoder writes it: its MarshalJSON
+// output compacted with <, >, &, U+2028 and U+2029 escaped, as the
+// storage codec's json.Encoder (which escapes HTML) does. json.Compact
+// does not escape: a fieldsV1 holding those characters raw would be
+// answered raw, and decoding gives them escaped.
 func wireForm(v reflect.Value) ([]byte, error) {
-	data, err := v.Addr().Interface().(json.Marshaler).MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, data); err != nil {
-		return nil, err
-	}
-	return compact.Bytes(), nil
+	return json.Marshal(v.Addr().Interface())
 }

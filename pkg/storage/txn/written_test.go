@@ -17,7 +17,9 @@ limitations under the License.
 package txn_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"math/rand"
 	"reflect"
 	"testing"
@@ -27,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,7 +64,7 @@ func TestWrittenInto_IsWhatDecodingGives(t *testing.T) {
 	}
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
-	f := fuzzer.FuzzerFor(fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, dockeriofuzzer.Funcs, finerTimes), rand.NewSource(seed), scheme.Codecs).
+	f := fuzzer.FuzzerFor(fuzzer.MergeFuzzerFuncs(metafuzzer.Funcs, dockeriofuzzer.Funcs, finerTimes, managedFields), rand.NewSource(seed), scheme.Codecs).
 		NilChance(0.2).NumElements(0, 3)
 	for resource, empty := range kinds {
 		r, err := txn.NewResource(getter, dockerio.Resource(resource), true, func() runtime.Object { return empty.DeepCopyObject() })
@@ -137,14 +140,116 @@ func TestWrittenInto_ZeroTimestampIsNil(t *testing.T) {
 	assert.Nil(t, out.DeletionTimestamp)
 }
 
-// finerTimes fills timestamps with nanoseconds, which the wire drops.
+// A managed fields entry's fieldsV1 is stored as the encoder writes it:
+// its raw JSON, compacted, with <, >, &, U+2028 and U+2029 escaped. Raw
+// JSON holding them unescaped (which the field manager never writes, but
+// a value put in etcd by other means decodes to) is answered as decoding
+// gives it.
+func TestWrittenInto_ManagedFieldsAsTheEncoderWritesThem(t *testing.T) {
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	r, err := txn.NewResource(getter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} })
+	require.NoError(t, err)
+	for _, raw := range []string{
+		`{"f:spec":{"f:vmLabels":{"f:a<b>&c":{}}}}`,
+		"{\"f:status\":{\"f:conditions\":{\"k:{\\\"type\\\":\\\"Ready\u2028\u2029\\\"}\":{}}}}",
+		`{"f:spec":{"f:vmLabels":{"f:a\u003cb":{}}}}`,
+		`{ "f:metadata" : { "f:labels" : {} } }`,
+	} {
+		m := registrytest.Machine("mac-1")
+		m.ManagedFields = []metav1.ManagedFieldsEntry{{
+			Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)},
+		}}
+		ctx := context.Background()
+		key := r.Key("default", "mac-1")
+		stored, err := r.Encode(ctx, key, m)
+		require.NoError(t, err)
+		decoded, err := r.Decode(ctx, key, stored, 7)
+		require.NoError(t, err)
+		var tx txn.Txn
+		written, err := tx.PutObject(ctx, r, key, m)
+		require.NoError(t, err)
+		into := &dockerio.MacOSMachine{}
+		require.NoError(t, written.Into(into, 7))
+		assert.Equal(t, string(decoded.(*dockerio.MacOSMachine).ManagedFields[0].FieldsV1.Raw), string(into.ManagedFields[0].FieldsV1.Raw), "fieldsV1 %s", raw)
+		assert.True(t, apiequality.Semantic.DeepEqual(decoded, into), "fieldsV1 %s:\n%s", raw, diff(decoded, into))
+		assert.Equal(t, served(t, decoded), served(t, into))
+	}
+}
+
+// managedFields fills managed fields entries with fieldsV1 (which the
+// meta fuzzer leaves nil): raw JSON objects whose keys hold any
+// character, with <, > and & escaped (as the field manager writes them)
+// or not, with blanks between tokens or not. (json.Encoder always escapes
+// U+2028 and U+2029; the test above has them raw.)
+func managedFields(runtimeserializer.CodecFactory) []any {
+	return []any{
+		func(e *metav1.ManagedFieldsEntry, c randfill.Continue) {
+			c.FillNoCustom(e)
+			if c.Intn(5) == 0 {
+				e.FieldsV1 = nil
+				return
+			}
+			var fill func(depth int) map[string]any
+			fill = func(depth int) map[string]any {
+				m := map[string]any{}
+				for range c.Intn(3) {
+					k := "f:" + c.String(0)
+					switch c.Intn(4) {
+					case 0:
+						k += "<&>"
+					case 1:
+						k += "\u2028\u2029"
+					}
+					if depth < 3 {
+						m[k] = fill(depth + 1)
+					} else {
+						m[k] = map[string]any{}
+					}
+				}
+				return m
+			}
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(c.Bool())
+			if c.Bool() {
+				enc.SetIndent("", " ")
+			}
+			if err := enc.Encode(fill(0)); err != nil {
+				panic(err)
+			}
+			e.FieldsV1 = &metav1.FieldsV1{Raw: bytes.TrimSpace(buf.Bytes())}
+		},
+	}
+}
+
+// finerTimes fills timestamps with nanoseconds, which the wire drops, or
+// leaves them zero, which the wire writes as null; and quantities in every
+// format, which the wire may change.
 func finerTimes(runtimeserializer.CodecFactory) []any {
 	return []any{
 		func(t *metav1.Time, c randfill.Continue) {
+			if c.Intn(8) == 0 {
+				*t = metav1.Time{}
+				return
+			}
 			t.Time = time.Unix(c.Int63n(1<<32), c.Int63n(1e9))
 		},
 		func(t *metav1.MicroTime, c randfill.Continue) {
 			t.Time = time.Unix(c.Int63n(1<<32), c.Int63n(1e9))
+		},
+		func(q *resource.Quantity, c randfill.Continue) {
+			formats := []resource.Format{resource.BinarySI, resource.DecimalSI, resource.DecimalExponent}
+			f := formats[c.Intn(len(formats))]
+			switch c.Intn(3) {
+			case 0:
+				*q = *resource.NewQuantity(c.Int63n(1<<40)+1, f)
+			case 1:
+				*q = *resource.NewMilliQuantity(c.Int63n(1<<40)+1, f)
+			default:
+				*q = *resource.NewScaledQuantity(c.Int63n(1<<20)+1, resource.Scale(c.Intn(19)-9))
+				q.Format = f
+			}
 		},
 	}
 }
