@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -132,7 +134,12 @@ type fixture struct {
 	// runner made for them.
 	mu                      sync.Mutex
 	releasedWhileRegistered []string
+	// invalidStatus: conditions whose status write the apiserver refused.
+	invalidStatus []string
 }
+
+// conditionReason is the pattern the CRD gives a condition's reason.
+var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
 
 var steps = []v1alpha1.ProvisionStep{
 	{Name: "xcode", Command: "xcode-select -p"},
@@ -194,6 +201,24 @@ func newFixture(t *testing.T, replicas int32, mutate func(*v1alpha1.GitLabRunner
 				}
 				return c.Delete(ctx, obj, opts...)
 			},
+			// The CRD's schema, as the apiserver enforces it: a condition
+			// needs a reason.
+			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				if gr, ok := obj.(*v1alpha1.GitLabRunner); ok {
+					for _, cond := range gr.Status.Conditions {
+						if !conditionReason.MatchString(cond.Reason) {
+							f.mu.Lock()
+							if !slices.Contains(f.invalidStatus, cond.Type) {
+								f.invalidStatus = append(f.invalidStatus, cond.Type)
+							}
+							f.mu.Unlock()
+							return apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("GitLabRunner").GroupKind(), gr.Name, field.ErrorList{
+								field.Invalid(field.NewPath("status", "conditions").Key(cond.Type).Child("reason"), cond.Reason, "should match "+conditionReason.String())})
+						}
+					}
+				}
+				return c.SubResource(sub).Update(ctx, obj, opts...)
+			},
 		}).Build()
 	f.r = &Reconciler{Client: f.c, APIReader: f.c, Recorder: f.events, Clock: f.clock, Dial: f.guests.dial}
 	f.r.init(runJob)
@@ -203,6 +228,9 @@ func newFixture(t *testing.T, replicas int32, mutate func(*v1alpha1.GitLabRunner
 		defer f.mu.Unlock()
 		if len(f.releasedWhileRegistered) > 0 {
 			t.Errorf("claims released while their runner was registered in GitLab: %v", f.releasedWhileRegistered)
+		}
+		if len(f.invalidStatus) > 0 {
+			t.Errorf("status writes refused, conditions without a reason: %v", f.invalidStatus)
 		}
 	})
 	return f
@@ -626,6 +654,115 @@ func TestReconcile_ScaledBackUpWhileDrainingResumes(t *testing.T) {
 	if e := f.entry(r1.Name); e.Phase != v1alpha1.RunnerReady || e.DrainStartTime != nil || e.RunnerID != r1.RunnerID {
 		t.Errorf("entry %+v", e)
 	}
+}
+
+func TestReconcile_ResumingARunnerThatCannotBeIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		break_, mend  func(f *fixture)
+		reason, cause string
+	}{
+		{"GitLab failing", func(f *fixture) { f.gl.FailRequests(502) }, func(f *fixture) { f.gl.FailRequests(0) }, v1alpha1.ReasonGitLabError, "502"},
+		{"the token Secret gone", func(f *fixture) {
+			if err := f.c.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gl"}}); err != nil {
+				f.t.Fatal(err)
+			}
+		}, func(f *fixture) {
+			if err := f.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gl"}, Data: map[string][]byte{"token": []byte(token)}}); err != nil {
+				f.t.Fatal(err)
+			}
+		}, v1alpha1.ReasonGitLabError, "Secret gl"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 2, nil)
+			f.registerAll(2)
+			r1 := f.entry(replicaName(name, 1))
+			f.gl.SetRunningJobs(r1.RunnerID, 1)
+			gr := f.runner()
+			gr.Spec.Replicas = ptr.To[int32](1)
+			if err := f.c.Update(context.Background(), gr); err != nil {
+				t.Fatal(err)
+			}
+			f.reconcile()
+			if r, _ := f.gl.Runner(r1.RunnerID); !r.Paused {
+				t.Fatal("not paused")
+			}
+			// Scaled back up while the runner cannot be resumed: it stays
+			// paused, and the conditions say why.
+			tc.break_(f)
+			gr = f.runner()
+			gr.Spec.Replicas = ptr.To[int32](2)
+			if err := f.c.Update(context.Background(), gr); err != nil {
+				t.Fatal(err)
+			}
+			res := f.reconcile()
+			gr = f.runner()
+			if c := condition(gr, v1alpha1.ConditionRegistered); c.Status != metav1.ConditionFalse || c.Reason != tc.reason ||
+				!strings.Contains(c.Message, tc.cause) || c.ObservedGeneration != gr.Generation {
+				t.Errorf("Registered %+v", c)
+			}
+			if c := condition(gr, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse {
+				t.Errorf("Ready %+v while runner %d is paused", c, r1.RunnerID)
+			}
+			if e := f.entry(r1.Name); e.DrainStartTime == nil {
+				t.Errorf("entry %+v: its drain is forgotten", e)
+			}
+			if res.RequeueAfter > pollInterval {
+				t.Errorf("tried again after %s", res.RequeueAfter)
+			}
+			tc.mend(f)
+			f.reconcile()
+			if r, ok := f.gl.Runner(r1.RunnerID); !ok || r.Paused {
+				t.Errorf("runner %+v: want registered and taking jobs again", r)
+			}
+			if c := condition(f.runner(), v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
+				t.Errorf("Ready %+v", c)
+			}
+		})
+	}
+}
+
+func TestReconcile_AReplacedClaimNotRecordedWhileGitLabFails(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	f.registerAll(1)
+	old := f.entry(replicaName(name, 0))
+	recorded := f.runner().Status
+	// The claim was deleted by someone else; the controller deregistered
+	// its runner and made a new claim, and was killed before status
+	// recorded that.
+	if err := f.c.Delete(context.Background(), f.claim(old.Name)); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.releasedWhileRegistered = nil // on purpose here
+	f.mu.Unlock()
+	f.reconcile()
+	c := f.claim(old.Name)
+	if c == nil || c.UID == old.ClaimUID {
+		t.Fatal("no new claim")
+	}
+	gr := f.runner()
+	gr.Status = recorded
+	if err := f.c.Status().Update(context.Background(), gr); err != nil {
+		t.Fatal(err)
+	}
+	// Restarted while GitLab fails: the old claim's runner cannot be
+	// looked for, and the conditions say so.
+	f.r = &Reconciler{Client: f.c, APIReader: f.c, Recorder: f.events, Clock: f.clock, Dial: f.guests.dial}
+	f.r.init(runJob)
+	f.gl.FailRequests(502)
+	f.reconcile()
+	if c := condition(f.runner(), v1alpha1.ConditionMachinesReady); c.Status != metav1.ConditionFalse || c.Reason == "" || !strings.Contains(c.Message, "502") {
+		t.Errorf("MachinesReady %+v", c)
+	}
+	f.gl.FailRequests(0)
+	f.bind(old.Name, "mac-9", "10.0.0.9")
+	f.until(func() string {
+		if e := f.entry(old.Name); e.Phase != v1alpha1.RunnerReady || e.ClaimUID != c.UID {
+			return fmt.Sprintf("entry %+v", e)
+		}
+		return ""
+	})
 }
 
 func TestReconcile_DeletionDeregistersThenReleases(t *testing.T) {

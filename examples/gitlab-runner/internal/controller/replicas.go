@@ -121,6 +121,7 @@ func (p *pass) sync(ctx context.Context, name string, claim *dockeriov1alpha1.Ma
 		// The status knew another claim of this name (since replaced), or
 		// none (status lost): what it recorded is that claim's.
 		if !p.dropOldClaim(ctx, entry) {
+			v.machine = aspect{reason: v1alpha1.ReasonMachineLost, message: entry.Message}
 			return entry
 		}
 		*entry = v1alpha1.RunnerStatus{Name: name, ClaimUID: claim.UID}
@@ -152,6 +153,7 @@ func (p *pass) sync(ctx context.Context, name string, claim *dockeriov1alpha1.Ma
 		return entry
 	case err != nil:
 		p.fail(err)
+		v.machine = aspect{reason: v1alpha1.ReasonMachineNotReady, message: fmt.Sprintf("reading machine %s: %v", claim.Status.MachineName, err)}
 		return entry
 	}
 	entry.MachineName = m.Name
@@ -188,13 +190,21 @@ func (p *pass) sync(ctx context.Context, name string, claim *dockeriov1alpha1.Ma
 	if registered(entry) {
 		// Scaled down and up again while draining: take jobs again.
 		if entry.DrainStartTime != nil {
-			if gl, err := p.gitlab(ctx); err == nil {
-				if err := gl.SetPaused(ctx, entry.RunnerID, false); err != nil && !gitlab.IsNotFound(err) {
-					p.fail(err)
-					return entry
-				}
-				entry.DrainStartTime = nil
+			gl, err := p.gitlab(ctx)
+			if err != nil {
+				p.after(pollInterval) // Secrets are not watched
+			} else if err = gl.SetPaused(ctx, entry.RunnerID, false); gitlab.IsNotFound(err) {
+				err = nil // gone from GitLab: verify registers it again
+			} else if err != nil {
+				p.fail(err)
 			}
+			if err != nil {
+				// Still paused: it takes no jobs, so it is not Ready.
+				entry.Message = "resuming the paused runner: " + err.Error()
+				v.provision.ok, v.register = true, aspect{reason: v1alpha1.ReasonGitLabError, message: entry.Message}
+				return entry
+			}
+			entry.DrainStartTime = nil
 		}
 		if p.verify(ctx, entry, claim) {
 			if cached != nil && cached.ClaimUID == claim.UID && cached.RunnerID == entry.RunnerID {
@@ -284,6 +294,15 @@ func (p *pass) provision(ctx context.Context, entry *v1alpha1.RunnerStatus, clai
 		p.after(pollInterval)
 		return
 	}
+	// What the job to start does (also while it waits for a fresh read).
+	entry.Phase, entry.Message = v1alpha1.RunnerProvisioning, "connecting over SSH"
+	v.provision = aspect{reason: v1alpha1.ReasonProvisioning, message: entry.Message}
+	v.register = aspect{reason: v1alpha1.ReasonWaitingForSteps, message: "waiting for provisioning"}
+	if in.skipSteps {
+		entry.Phase = v1alpha1.RunnerRegistering
+		v.provision = aspect{ok: true}
+		v.register = aspect{reason: v1alpha1.ReasonRegistering, message: entry.Message}
+	}
 	// A job deletes what GitLab holds under this claim's description: it
 	// must never start on a cache that has not seen this controller's own
 	// record of a registration (an outcome recorded, then forgotten).
@@ -304,16 +323,6 @@ func (p *pass) provision(ctx context.Context, entry *v1alpha1.RunnerStatus, clai
 		p.r.event(p.gr, claim, true, job.failure.reason, "Provision", "machine %s: %s; trying again (attempt %d)", m.Name, job.failure.message, job.attempt+1)
 	}
 	p.r.jobs.start(p.key, claim.UID, in)
-	entry.Phase, entry.Message = v1alpha1.RunnerProvisioning, "connecting over SSH"
-	if in.skipSteps {
-		entry.Phase = v1alpha1.RunnerRegistering
-	}
-	v.provision = aspect{reason: v1alpha1.ReasonProvisioning, message: entry.Message}
-	v.register = aspect{reason: v1alpha1.ReasonWaitingForSteps, message: "waiting for provisioning"}
-	if in.skipSteps {
-		v.provision = aspect{ok: true}
-		v.register = aspect{reason: v1alpha1.ReasonRegistering, message: entry.Message}
-	}
 }
 
 // jobInput reads what a job needs; on failure it also says the condition
