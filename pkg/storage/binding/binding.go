@@ -63,6 +63,9 @@ const ConditionBound = "Bound"
 const (
 	ReasonBound       = "Bound"
 	ReasonMachineGone = "MachineGone"
+	// ReasonWaitingForMachine: the claim was created Pending; its message
+	// says what it waits for.
+	ReasonWaitingForMachine = "WaitingForMachine"
 	// ReasonClaimDeleted is the reason of a machine's Released condition.
 	ReasonClaimDeleted = "ClaimDeleted"
 )

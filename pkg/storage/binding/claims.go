@@ -88,6 +88,7 @@ func (s *claimStorage) Create(ctx context.Context, key string, obj, out runtime.
 	if err != nil {
 		return err
 	}
+	why := "no Ready, unbound MacOSMachine of the pool is free to take"
 	if c.Spec.PoolName != "" {
 		var selector labels.Selector
 		if c.Spec.Selector != nil {
@@ -95,10 +96,17 @@ func (s *claimStorage) Create(ctx context.Context, key string, obj, out runtime.
 			if selector, err = metav1.LabelSelectorAsSelector(c.Spec.Selector); err != nil {
 				return apierrors.NewBadRequest(err.Error())
 			}
+			if !selector.Empty() {
+				why = "no Ready, unbound MacOSMachine of the pool matching its selector is free to take"
+			}
 		}
 		for range maxAttempts {
 			m, known := s.b.view.pick(c.Namespace, c.Spec.PoolName, selector)
-			if !known || m == nil {
+			if !known {
+				why = "this apiserver is still loading its view of the pool's machines"
+				break
+			}
+			if m == nil {
 				break
 			}
 			res, err := s.createBound(ctx, key, cKey, c, m, out)
@@ -106,11 +114,12 @@ func (s *claimStorage) Create(ctx context.Context, key string, obj, out runtime.
 				return err
 			}
 			if res == joinTheQueue {
+				why = "older claims of the pool wait for a machine"
 				break
 			}
 		}
 	}
-	return s.createPending(ctx, key, cKey, c, out)
+	return s.createPending(ctx, key, cKey, s.b.waiting(c, why), out)
 }
 
 // createBound tries to create c Bound to m, in one transaction with m's
@@ -161,6 +170,25 @@ func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *doc
 	return tryAnother, nil
 }
 
+// waiting returns c as it is created Pending: its Bound condition False,
+// saying why (for a pool claim, why is what kept it from being bound at
+// create) and what binds it, so that `kubectl describe` answers "why is my
+// claim Pending?" without a look at the controller.
+func (b *Binder) waiting(c *dockerio.MacOSMachineClaim, why string) *dockerio.MacOSMachineClaim {
+	var message string
+	if c.Spec.PoolName != "" {
+		message = fmt.Sprintf("%s: the claim is bound to the next Ready, unbound MacOSMachine of MacOSMachinePool %s that it may take, oldest claim first", why, c.Spec.PoolName)
+	} else {
+		message = fmt.Sprintf("a MacOSMachine of MacOSMachineClass %s is made for the claim, named after it; the claim is bound to it once it is Ready", c.Spec.ClassName)
+	}
+	pending := c.DeepCopy()
+	meta.SetStatusCondition(&pending.Status.Conditions, metav1.Condition{
+		Type: ConditionBound, Status: metav1.ConditionFalse, Reason: ReasonWaitingForMachine,
+		Message: message, ObservedGeneration: c.Generation, LastTransitionTime: metav1.NewTime(b.clock.Now()),
+	})
+	return pending
+}
+
 // createPending creates c Pending; a pool claim joins its pool's queue in
 // the same write.
 func (s *claimStorage) createPending(ctx context.Context, key, cKey string, c *dockerio.MacOSMachineClaim, out runtime.Object) error {
@@ -201,13 +229,18 @@ func (s *claimStorage) GuaranteedUpdate(ctx context.Context, key string, destina
 }
 
 // interceptLeavingQueue takes over every update of a waiting pool claim
-// marked deleted. It cannot tell the update that marks it from later ones
-// by the object read: the generic store marks that object in place. Later
-// ones only remove finalizers, and taking them over costs a no-op delete.
-func (s *claimStorage) interceptLeavingQueue(_, output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
+// marked deleted, and the status write that makes a waiting pool claim
+// Lost. It cannot tell the update that marks a claim deleted from later
+// ones by the object read: the generic store marks that object in place.
+// Later ones only remove finalizers, and taking them over costs a no-op
+// delete.
+func (s *claimStorage) interceptLeavingQueue(input, output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
 	updated, ok := output.(*dockerio.MacOSMachineClaim)
-	if !ok || updated.Spec.PoolName == "" || updated.Status.MachineName != "" || updated.DeletionTimestamp == nil {
+	if !ok || updated.Spec.PoolName == "" || updated.Status.MachineName != "" || waiting(updated) {
 		return nil
+	}
+	if old, ok := input.(*dockerio.MacOSMachineClaim); ok && updated.DeletionTimestamp == nil && !waiting(old) {
+		return nil // Lost already, and out of the queue since
 	}
 	return func(ctx context.Context, destination runtime.Object) (bool, error) {
 		b := s.b

@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -39,6 +40,7 @@ import (
 	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
 	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
 	"github.com/dockerios/dockerios/pkg/registry/registrytest"
+	"github.com/dockerios/dockerios/pkg/storage/binding"
 )
 
 const queueRoot = "/registry/dockerios.io/claim-queue/"
@@ -162,10 +164,15 @@ func TestCreate_WithoutAViewEveryClaimWaitsAndBindLeavesTheQueue(t *testing.T) {
 	e.readyMachine(t, "mac-1")
 	c := e.claim(t, "ci-1")
 	assert.Equal(t, dockerio.ClaimPending, c.Status.Phase)
+	assertWaiting(t, c, "still loading its view")
 	assert.Equal(t, []string{"default/warm/ci-1"}, e.queue(t))
-	_, err := e.bind("ci-1", "mac-1")
+	bound, err := e.bind("ci-1", "mac-1")
 	require.NoError(t, err)
 	assert.Empty(t, e.queue(t), "bound: out of the queue in the same write")
+	cond := meta.FindStatusCondition(bound.Status.Conditions, binding.ConditionBound)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status)
+	assert.Len(t, bound.Status.Conditions, 1)
 }
 
 func TestCreate_NeverOvertakesAWaitingClaim(t *testing.T) {
@@ -179,6 +186,7 @@ func TestCreate_NeverOvertakesAWaitingClaim(t *testing.T) {
 	e.waitBindable(t, "mac-1")
 	second := e.claim(t, "second")
 	assert.Equal(t, dockerio.ClaimPending, second.Status.Phase, "an older claim of the pool waits: the new one queues behind it")
+	assertWaiting(t, second, "older claims of the pool wait")
 	assert.Nil(t, e.getMachine(t, "mac-1").Status.ClaimRef)
 	assert.Equal(t, []string{"default/warm/first", "default/warm/second"}, e.queue(t))
 
@@ -189,26 +197,35 @@ func TestCreate_NeverOvertakesAWaitingClaim(t *testing.T) {
 }
 
 func TestCreate_ClaimsThatCannotTakeAMachineWait(t *testing.T) {
+	// The fixture's claims have a selector.
+	const noMachine = "no Ready, unbound MacOSMachine of the pool matching its selector is free to take: " +
+		"the claim is bound to the next Ready, unbound MacOSMachine of MacOSMachinePool warm"
 	cases := map[string]struct {
 		machine func(t *testing.T, e *env)
 		claim   func(*dockerio.MacOSMachineClaim)
+		// why is (the start of) the message of the claim's Bound condition.
+		why string
 	}{
 		"selector matches no Ready machine": {
 			machine: func(t *testing.T, e *env) { e.readyMachine(t, "mac-1") },
 			claim: func(c *dockerio.MacOSMachineClaim) {
 				c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"xcode": "15"}}
 			},
+			why: "no Ready, unbound MacOSMachine of the pool matching its selector is free to take",
 		},
 		"machine of another pool": {
 			machine: func(t *testing.T, e *env) {
 				e.readyMachine(t, "mac-1", func(m *dockerio.MacOSMachine) { m.Spec.PoolName = "other" })
 			},
+			claim: func(c *dockerio.MacOSMachineClaim) { c.Spec.Selector = nil },
+			why:   "no Ready, unbound MacOSMachine of the pool is free to take: the claim is bound to the next",
 		},
 		"machine not Ready": {
 			machine: func(t *testing.T, e *env) {
 				_, err := e.machines.Machine.Create(e.ctx(), registrytest.Machine("mac-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 				require.NoError(t, err)
 			},
+			why: noMachine,
 		},
 		"machine released by its last claim": {
 			machine: func(t *testing.T, e *env) {
@@ -218,12 +235,14 @@ func TestCreate_ClaimsThatCannotTakeAMachineWait(t *testing.T) {
 				_, _, err := e.claims.Claim.Delete(e.ctx(), "before", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
 				require.NoError(t, err)
 			},
+			why: noMachine,
 		},
 		"class claim": {
 			machine: func(t *testing.T, e *env) { e.readyMachine(t, "mac-1") },
 			claim: func(c *dockerio.MacOSMachineClaim) {
 				c.Spec.PoolName, c.Spec.ClassName = "", "standard"
 			},
+			why: "a MacOSMachine of MacOSMachineClass standard is made for the claim",
 		},
 	}
 	for name, tc := range cases {
@@ -241,8 +260,25 @@ func TestCreate_ClaimsThatCannotTakeAMachineWait(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, dockerio.ClaimPending, c.Status.Phase)
 			assert.Empty(t, c.Status.MachineName)
+			assertWaiting(t, c, tc.why)
+			assert.Equal(t, c.Status, e.getClaim(t, "ci-1").Status, "the answer is what was written")
 		})
 	}
+}
+
+// assertWaiting asserts that c says, in its Bound condition, that it
+// waits, and why.
+func assertWaiting(t *testing.T, c *dockerio.MacOSMachineClaim, why string) {
+	t.Helper()
+	cond := meta.FindStatusCondition(c.Status.Conditions, binding.ConditionBound)
+	if !assert.NotNil(t, cond, "a claim created Pending says why in its Bound condition") {
+		return
+	}
+	assert.Equal(t, metav1.ConditionFalse, cond.Status)
+	assert.Equal(t, binding.ReasonWaitingForMachine, cond.Reason)
+	assert.Contains(t, cond.Message, why)
+	assert.Equal(t, c.Generation, cond.ObservedGeneration)
+	assert.False(t, cond.LastTransitionTime.IsZero())
 }
 
 func TestCreate_DryRunAnswersAsTheRealCreateAndWritesNothing(t *testing.T) {
@@ -314,6 +350,22 @@ func TestDelete_AWaitingClaimLeavesItsQueue(t *testing.T) {
 	assert.False(t, immediate, "the finalizer holds the claim")
 	assert.NotNil(t, e.getClaim(t, "finalized").DeletionTimestamp)
 	assert.Empty(t, e.queue(t), "a claim being deleted waits for nothing: out of the queue when marked")
+}
+
+func TestStatus_AWaitingClaimMadeLostLeavesItsQueue(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	lost := e.claim(t, "lost").DeepCopy()
+	require.Equal(t, []string{"default/warm/lost"}, e.queue(t))
+	lost.Status.Phase = dockerio.ClaimLost
+
+	_, _, err := e.claims.Status.Update(e.ctx(), lost.Name, rest.DefaultUpdatedObjectInfo(lost), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"default/warm/lost"}, e.queue(t), "a dry-run status write leaves the queue alone")
+
+	_, _, err = e.claims.Status.Update(e.ctx(), lost.Name, rest.DefaultUpdatedObjectInfo(lost), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, dockerio.ClaimLost, e.getClaim(t, "lost").Status.Phase)
+	assert.Empty(t, e.queue(t), "a Lost claim waits for nothing: out of the queue in the write that makes it Lost")
 }
 
 func TestAuditQueue_DropsOnlyEntriesWhoseClaimNoLongerWaits(t *testing.T) {

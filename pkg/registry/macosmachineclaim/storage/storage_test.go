@@ -89,15 +89,68 @@ func seedBound(t *testing.T, s ClaimStorage, name string) *dockerio.MacOSMachine
 	return out
 }
 
+// TestStorage_Create is the generic store's create contract, through the
+// store that is served: the generic tester drives the inner store, whose
+// dry runs never reach the claim storage (the served store routes them
+// there), so it cannot compare a dry run with a create that writes the
+// claim's Bound condition.
 func TestStorage_Create(t *testing.T) {
 	s := newStorage(t)
-	both := forTester(registrytest.MachineClaim("x"))
-	both.Spec.ClassName = "standard"
-	neither := forTester(registrytest.MachineClaim("x"))
-	neither.Spec.PoolName = ""
-	badSelector := forTester(registrytest.MachineClaim("x"))
+	ctx := namespaceContext(s)
+	create := func(c *dockerio.MacOSMachineClaim, dryRun bool) (*dockerio.MacOSMachineClaim, error) {
+		opts := &metav1.CreateOptions{}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		obj, err := s.Claim.Create(ctx, c, rest.ValidateAllObjectFunc, opts)
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*dockerio.MacOSMachineClaim), nil
+	}
+
+	dry, err := create(registrytest.MachineClaim("ci-42"), true)
+	require.NoError(t, err)
+	_, err = s.Claim.Get(ctx, "ci-42", &metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "a dry run writes nothing: %v", err)
+	created, err := create(registrytest.MachineClaim("ci-42"), false)
+	require.NoError(t, err)
+	assert.NotEmpty(t, created.UID)
+	assert.NotEmpty(t, created.ResourceVersion)
+	assert.False(t, created.CreationTimestamp.IsZero())
+	assert.Equal(t, created, getClaim(t, s, "ci-42"), "the answer is what a read gives")
+	assert.Equal(t, created.Spec, dry.Spec)
+	assert.Equal(t, withoutTimes(created.Status), withoutTimes(dry.Status), "the dry run answers what the create did")
+
+	_, err = create(registrytest.MachineClaim("ci-42"), false)
+	assert.True(t, apierrors.IsAlreadyExists(err), "want 409 AlreadyExists, got %v", err)
+	_, err = create(registrytest.MachineClaim("ci-42"), true)
+	assert.True(t, apierrors.IsAlreadyExists(err), "a dry run too: want 409 AlreadyExists, got %v", err)
+
+	generated := registrytest.MachineClaim("")
+	generated.GenerateName = "ci-"
+	got, err := create(generated, false)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(got.Name, "ci-") && len(got.Name) > len("ci-"), "generated name %q", got.Name)
+
+	badSelector := registrytest.MachineClaim("bad-selector")
 	badSelector.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "xcode", Operator: "Near"}}
-	genericregistrytest.New(t, s.Claim.Store.Store).TestCreate(forTester(registrytest.MachineClaim("ci-42")), both, neither, badSelector)
+	for _, dryRun := range []bool{true, false} {
+		_, err = create(badSelector.DeepCopy(), dryRun)
+		require.True(t, apierrors.IsInvalid(err), "want 422 Invalid, got %v", err)
+		assert.Contains(t, err.Error(), "spec.selector.matchExpressions[0].operator")
+	}
+	_, err = s.Claim.Get(ctx, "bad-selector", &metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "nothing written for a refused create: %v", err)
+}
+
+// withoutTimes is status with its conditions' transition times zeroed.
+func withoutTimes(status dockerio.MacOSMachineClaimStatus) dockerio.MacOSMachineClaimStatus {
+	status = *status.DeepCopy()
+	for i := range status.Conditions {
+		status.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
+	return status
 }
 
 func TestCreate_ExactlyOneOfPoolOrClass(t *testing.T) {
@@ -139,9 +192,16 @@ func TestCreate_StartsPendingAndIgnoresStatus(t *testing.T) {
 			c.Status = status
 			created, err := s.Claim.Create(namespaceContext(s), c, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
 			require.NoError(t, err)
-			want := dockerio.MacOSMachineClaimStatus{Phase: dockerio.ClaimPending}
-			assert.Equal(t, want, created.(*dockerio.MacOSMachineClaim).Status)
-			assert.Equal(t, want, getClaim(t, s, c.Name).Status)
+			got := created.(*dockerio.MacOSMachineClaim).Status
+			assert.Equal(t, dockerio.ClaimPending, got.Phase)
+			assert.Empty(t, got.MachineName)
+			assert.Nil(t, got.BoundTime)
+			// Only the server's own condition: it is waiting, and why.
+			require.Len(t, got.Conditions, 1)
+			assert.Equal(t, "Bound", got.Conditions[0].Type)
+			assert.Equal(t, metav1.ConditionFalse, got.Conditions[0].Status)
+			assert.Equal(t, "WaitingForMachine", got.Conditions[0].Reason)
+			assert.Equal(t, got, getClaim(t, s, c.Name).Status)
 			assert.Equal(t, int64(1), created.(*dockerio.MacOSMachineClaim).Generation)
 		})
 	}
@@ -201,7 +261,8 @@ func TestMainResource_IgnoresStatus(t *testing.T) {
 	update.Status = dockerio.MacOSMachineClaimStatus{Phase: dockerio.ClaimBound, MachineName: "mac-1", BoundTime: &boundTime}
 	got, _, err := s.Claim.Update(ctx, update.Name, rest.DefaultUpdatedObjectInfo(update), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, dockerio.MacOSMachineClaimStatus{Phase: dockerio.ClaimPending}, got.(*dockerio.MacOSMachineClaim).Status)
+	assert.Equal(t, created.(*dockerio.MacOSMachineClaim).Status, got.(*dockerio.MacOSMachineClaim).Status)
+	assert.Equal(t, dockerio.ClaimPending, got.(*dockerio.MacOSMachineClaim).Status.Phase)
 }
 
 func TestStorage_Delete(t *testing.T) {
