@@ -267,6 +267,12 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 	want := ptr.Deref(p.Spec.Replicas, v1alpha1.DefaultPoolReplicas)
 	total := int32(len(machines)) + inflight
 	create := want - unbound
+	if p.DeletionTimestamp != nil {
+		// Being deleted: with foreground propagation the garbage
+		// collector deletes its machines first, and replacing them
+		// would keep the pool from ever going.
+		create = 0
+	}
 	capped := false
 	if max := p.Spec.MaxMachines; max != nil && total+create > *max {
 		create = *max - total
