@@ -551,8 +551,11 @@ func ValidateMacOSMachineClaimStatusUpdate(c, old *dockerio.MacOSMachineClaim) f
 	if c.Status.Phase != "" && !claimPhases.Has(c.Status.Phase) {
 		allErrs = append(allErrs, field.NotSupported(fld.Child("phase"), c.Status.Phase, sets.List(claimPhases)))
 	}
-	if c.Status.Phase == dockerio.ClaimBound && c.Status.MachineName == "" {
+	switch {
+	case c.Status.Phase == dockerio.ClaimBound && (c.Status.MachineName == "" || old.Status.Phase != dockerio.ClaimBound):
 		allErrs = append(allErrs, field.Invalid(fld.Child("phase"), c.Status.Phase, "a claim becomes Bound only through the bind subresource, which sets status.machineName"))
+	case c.Status.Phase == dockerio.ClaimPending && c.Status.MachineName != "":
+		allErrs = append(allErrs, field.Invalid(fld.Child("phase"), c.Status.Phase, fmt.Sprintf("the claim was bound to MacOSMachine %s; a claim that was bound is never Pending again", c.Status.MachineName)))
 	}
 	allErrs = append(allErrs, metav1validation.ValidateConditions(c.Status.Conditions, fld.Child("conditions"))...)
 	return allErrs

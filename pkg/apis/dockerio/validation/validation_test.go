@@ -1399,16 +1399,29 @@ func TestValidateMacOSMachineClaimUpdate(t *testing.T) {
 }
 
 func TestValidateMacOSMachineClaimStatusUpdate(t *testing.T) {
+	bound := func(c *dockerio.MacOSMachineClaim) {
+		c.Status.Phase, c.Status.MachineName = dockerio.ClaimBound, "mac-1"
+	}
+	lost := func(c *dockerio.MacOSMachineClaim) {
+		c.Status.Phase, c.Status.MachineName = dockerio.ClaimLost, "mac-1"
+	}
 	cases := map[string]struct {
+		old    func(*dockerio.MacOSMachineClaim)
 		mutate func(*dockerio.MacOSMachineClaim)
 		want   []fieldErr
 	}{
-		"Pending is accepted": {mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimPending }},
-		"Lost is accepted":    {mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimLost }},
-		"Bound with a machine is accepted": {
-			mutate: func(c *dockerio.MacOSMachineClaim) {
-				c.Status.Phase, c.Status.MachineName = dockerio.ClaimBound, "mac-1"
-			},
+		"Pending is accepted":                   {mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimPending }},
+		"Lost is accepted":                      {mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimLost }},
+		"Bound claim staying Bound is accepted": {old: bound, mutate: bound},
+		"Lost claim made Bound again": {
+			old:    lost,
+			mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimBound },
+			want:   []fieldErr{invalid("status.phase")},
+		},
+		"Bound claim made Pending": {
+			old:    bound,
+			mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimPending },
+			want:   []fieldErr{invalid("status.phase")},
 		},
 		"claim Bound without machineName": {
 			mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimBound },
@@ -1431,6 +1444,9 @@ func TestValidateMacOSMachineClaimStatusUpdate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			old := registrytest.MachineClaim("ci-42")
 			old.ResourceVersion = "1"
+			if tc.old != nil {
+				tc.old(old)
+			}
 			c := old.DeepCopy()
 			tc.mutate(c)
 			assertErrors(t, tc.want, ValidateMacOSMachineClaimStatusUpdate(c, old))
