@@ -55,7 +55,7 @@ import (
 )
 
 // ClaimUIDLabel is on a machine made for one class claim.
-const ClaimUIDLabel = "dockerios.io/claim-uid"
+const ClaimUIDLabel = v1alpha1.ClaimUIDLabel
 
 // Reconciler reconciles pools and class claims.
 type Reconciler struct {

@@ -215,6 +215,11 @@ func refusal(claim *dockerio.MacOSMachineClaim, m *dockerio.MacOSMachine) string
 		return fmt.Sprintf("the claim asks for pool %s, the machine is of pool %q", claim.Spec.PoolName, m.Spec.PoolName)
 	case claim.Spec.ClassName != "" && m.Spec.ClassName != claim.Spec.ClassName:
 		return fmt.Sprintf("the claim asks for class %s, the machine is of class %s", claim.Spec.ClassName, m.Spec.ClassName)
+	case claim.Spec.ClassName != "" && m.Labels[v1alpha1.ClaimUIDLabel] != string(claim.UID):
+		// Otherwise the machine made for the claim would sit unused,
+		// holding an identity, while the claim took a pool's warm machine
+		// or another claim's own.
+		return fmt.Sprintf("the machine was not made for this claim: a claim for a class is bound only to the machine made for it (label %s=%s)", v1alpha1.ClaimUIDLabel, claim.UID)
 	case meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased):
 		return "the machine served a claim that was deleted and is being disposed of"
 	case !ready(m):

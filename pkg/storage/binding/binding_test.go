@@ -34,6 +34,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
 	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
 	"github.com/dockerios/dockerios/pkg/registry/registrytest"
@@ -221,6 +222,34 @@ func TestBind_ClassClaimsBindMachinesOfTheirClass(t *testing.T) {
 	_, err = e.bind("ci-1", "mac-gpu")
 	require.True(t, apierrors.IsConflict(err), "got %v", err)
 	assert.Contains(t, err.Error(), "the claim asks for class standard, the machine is of class gpu")
+}
+
+// A class claim is bound only to the machine made for it: not to a warm
+// machine of a pool, nor to the machine made for another class claim.
+func TestBind_ClassClaimsBindOnlyTheMachineMadeForThem(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	claim := registrytest.MachineClaim("ci-1")
+	claim.Spec.PoolName, claim.Spec.ClassName, claim.Spec.Selector = "", "standard", nil
+	obj, err := e.claims.Claim.Create(e.ctx(), claim, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.NoError(t, err)
+	uid := string(obj.(*dockerio.MacOSMachineClaim).UID)
+	e.readyMachine(t, "warm-1")
+	e.readyMachine(t, "other-claims", func(m *dockerio.MacOSMachine) {
+		m.Spec.PoolName, m.Labels = "", map[string]string{v1alpha1.ClaimUIDLabel: "another-claims-uid"}
+	})
+	e.readyMachine(t, "unlabelled", func(m *dockerio.MacOSMachine) { m.Spec.PoolName, m.Labels = "", nil })
+	for _, name := range []string{"warm-1", "other-claims", "unlabelled"} {
+		_, err = e.bind("ci-1", name)
+		require.True(t, apierrors.IsConflict(err), "%s: want 409, got %v", name, err)
+		assert.Contains(t, err.Error(), "the machine was not made for this claim", name)
+		assert.Nil(t, e.getMachine(t, name).Status.ClaimRef, name)
+	}
+	e.readyMachine(t, "ci-1", func(m *dockerio.MacOSMachine) {
+		m.Spec.PoolName, m.Labels = "", map[string]string{v1alpha1.ClaimUIDLabel: uid}
+	})
+	bound, err := e.bind("ci-1", "ci-1")
+	require.NoError(t, err)
+	assert.Equal(t, "ci-1", bound.Status.MachineName)
 }
 
 func TestBind_RefusesABindingForAnotherNamespaceOrClaim(t *testing.T) {

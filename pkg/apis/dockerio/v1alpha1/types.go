@@ -791,6 +791,11 @@ type MachineTemplateSpec struct {
 // selector selects on it.
 const MachinePoolLabel = "dockerios.io/pool"
 
+// ClaimUIDLabel is put on the machine made for one claim that names a
+// class, with the claim's UID: that machine answers that claim alone, and
+// the bind subresource binds a class claim to no other.
+const ClaimUIDLabel = "dockerios.io/claim-uid"
+
 // MacOSMachinePoolStatus counts a pool's machines.
 type MacOSMachinePoolStatus struct {
 	// observedGeneration is the generation the controller last acted on.
