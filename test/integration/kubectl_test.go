@@ -196,6 +196,24 @@ spec:
 		assert.Contains(t, r.Stderr, "field label not supported")
 	})
 
+	t.Run("strategic merge patch merges keyed lists by their key", func(t *testing.T) {
+		// kubectl patch's default type: a device or CPU feature added
+		// by name joins the list rather than replacing it, as it would
+		// for a built-in kind.
+		for _, p := range []string{
+			`{"spec":{"hostDevices":[{"name":"gpu1","deviceName":"nvidia.com/P40","gpu":true}],"cpu":{"features":[{"name":"avx2"}]}}}`,
+			`{"spec":{"hostDevices":[{"name":"nic1","deviceName":"intel.com/x710"}],"cpu":{"features":[{"name":"sse4.2","policy":"optional"}]}}}`,
+			`{"spec":{"cpu":{"features":[{"name":"avx2","policy":"disable"}]}}}`,
+		} {
+			k.MustRun(t, "", "patch", "mmclass", "standard", "-p", p)
+		}
+		devices := k.MustRun(t, "", "get", "mmclass", "standard", "-o", `jsonpath={range .spec.hostDevices[*]}{.name}={.deviceName} {end}`)
+		assert.ElementsMatch(t, []string{"gpu1=nvidia.com/P40", "nic1=intel.com/x710"}, strings.Fields(devices))
+		features := k.MustRun(t, "", "get", "mmclass", "standard", "-o", `jsonpath={range .spec.cpu.features[*]}{.name}={.policy} {end}`)
+		assert.ElementsMatch(t, []string{"avx2=disable", "sse4.2=optional"}, strings.Fields(features))
+		k.MustRun(t, "", "patch", "mmclass", "standard", "--type=json", "-p", `[{"op":"remove","path":"/spec/hostDevices"},{"op":"remove","path":"/spec/cpu/features"}]`)
+	})
+
 	t.Run("scale", func(t *testing.T) {
 		assert.Contains(t, k.MustRun(t, "", "scale", "mmpool", "warm", "--replicas=4"), "scaled")
 		assert.Equal(t, "4", k.MustRun(t, "", "get", "mmpool", "warm", "-o", "jsonpath={.spec.replicas}"))

@@ -77,7 +77,7 @@ type MacOSMachineClassSpec struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	HostDevices []HostDeviceSpec `json:"hostDevices,omitempty"`
+	HostDevices []HostDeviceSpec `json:"hostDevices,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// startTimeout bounds the time from the virtual machine's creation to
 	// the guest agent reporting Ready, whatever holds the machine up on the
 	// way: a VirtualMachineInstance that is not scheduled, that fails or
@@ -128,7 +128,7 @@ type CPUSpec struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Features []CPUFeature `json:"features,omitempty"`
+	Features []CPUFeature `json:"features,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 }
 
 // CPUFeature turns one CPU feature flag on or off.
@@ -224,7 +224,9 @@ type MacOSMachineClassStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 	// storageHoldBack is set while cloning into the class's StorageClass
 	// fails: new machines of the class wait until until, then one of them
 	// (probe) tries a clone while the others wait for its outcome. Each
@@ -317,7 +319,9 @@ type MacOSImageStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -375,7 +379,9 @@ type MacOSIdentityPoolStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -571,7 +577,9 @@ type MacOSMachineStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 	// identityRef names the MacOSIdentity the machine holds. Written only by
 	// the apiserver's allocator; the identity's values are not copied here.
 	// +optional
@@ -794,7 +802,9 @@ type MacOSMachinePoolStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -872,7 +882,9 @@ type MacOSMachineClaimStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
