@@ -556,6 +556,9 @@ func ValidateMacOSMachineClaimStatusUpdate(c, old *dockerio.MacOSMachineClaim) f
 		allErrs = append(allErrs, field.Invalid(fld.Child("phase"), c.Status.Phase, "a claim becomes Bound only through the bind subresource, which sets status.machineName"))
 	case c.Status.Phase == dockerio.ClaimPending && c.Status.MachineName != "":
 		allErrs = append(allErrs, field.Invalid(fld.Child("phase"), c.Status.Phase, fmt.Sprintf("the claim was bound to MacOSMachine %s; a claim that was bound is never Pending again", c.Status.MachineName)))
+	case c.Status.Phase == dockerio.ClaimLost && old.Status.Phase == dockerio.ClaimBound:
+		// The machine would stay bound to a claim that says it has none.
+		allErrs = append(allErrs, field.Invalid(fld.Child("phase"), c.Status.Phase, fmt.Sprintf("a bound claim becomes Lost only when its machine goes, in the write that deletes MacOSMachine %s; delete the machine, or the claim to release it", c.Status.MachineName)))
 	}
 	allErrs = append(allErrs, metav1validation.ValidateConditions(c.Status.Conditions, fld.Child("conditions"))...)
 	return allErrs

@@ -1423,6 +1423,12 @@ func TestValidateMacOSMachineClaimStatusUpdate(t *testing.T) {
 			mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimPending },
 			want:   []fieldErr{invalid("status.phase")},
 		},
+		"Bound claim made Lost": {
+			old:    bound,
+			mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimLost },
+			want:   []fieldErr{invalid("status.phase")},
+		},
+		"Lost claim staying Lost is accepted": {old: lost, mutate: lost},
 		"claim Bound without machineName": {
 			mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimBound },
 			want:   []fieldErr{invalid("status.phase")},
