@@ -272,6 +272,15 @@ func TestGenerate_RefusesBadInput(t *testing.T) {
 	}
 }
 
+// An unknown -o names every format generate prints, its own csv included.
+func TestGenerate_UnknownOutputListsCSV(t *testing.T) {
+	p := newPlugin(t, newFakeAPI(identityPool("imacpro", "iMacPro1,1")))
+	err := p.run(context.Background(), "identities", "generate", "--pool", "imacpro", "--count", "1", "-o", "tsv")
+	if err == nil || !strings.Contains(err.Error(), "csv") || !strings.Contains(err.Error(), "yaml") {
+		t.Errorf("error %v, want one listing csv and yaml", err)
+	}
+}
+
 // A client dry run's table says what was made and that none was created.
 func TestGenerate_ClientDryRunTable(t *testing.T) {
 	p := newPlugin(t, newFakeAPI(identityPool("imacpro", "iMacPro1,1")))

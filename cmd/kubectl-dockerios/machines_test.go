@@ -183,6 +183,23 @@ func TestMachinesCommand(t *testing.T) {
 			t.Errorf("%v, %d machines:\n%s", err, len(l.Items), p.stdout)
 		}
 	})
+	t.Run("-o json items carry their apiVersion and kind, as kubectl get's do", func(t *testing.T) {
+		p := newPlugin(t, newFakeAPI(aFleet()...))
+		if err := p.run(context.Background(), "machines", "-o", "json"); err != nil {
+			t.Fatal(err)
+		}
+		var l struct {
+			Items []metav1.TypeMeta `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(p.stdout.String()), &l); err != nil || len(l.Items) == 0 {
+			t.Fatalf("%v, %d machines:\n%s", err, len(l.Items), p.stdout)
+		}
+		for i, item := range l.Items {
+			if item.APIVersion != "dockerios.io/v1alpha1" || item.Kind != "MacOSMachine" {
+				t.Errorf("item %d is %q %q, want dockerios.io/v1alpha1 MacOSMachine", i, item.APIVersion, item.Kind)
+			}
+		}
+	})
 	t.Run("-o name", func(t *testing.T) {
 		p := newPlugin(t, newFakeAPI(readyMachine("b", "warm"), readyMachine("a", "warm")))
 		if err := p.run(context.Background(), "machines", "-o", "name"); err != nil {

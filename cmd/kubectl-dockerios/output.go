@@ -19,6 +19,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,12 @@ func (o *output) validate() error {
 		}
 	}
 	_, err := o.flags.ToPrinter()
+	if err != nil && len(o.extra) > 0 && genericclioptions.IsNoCompatiblePrinterError(err) {
+		// kubectl's message lists its formats only; ours are allowed too.
+		formats := append(append([]string{}, o.extra...), o.flags.AllowedFormats()...)
+		slices.Sort(formats)
+		return fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: %s", o.format(), strings.Join(formats, ","))
+	}
 	return err
 }
 
@@ -80,6 +87,20 @@ func (o *output) print(obj runtime.Object, w io.Writer) error {
 	p, err := o.flags.ToPrinter()
 	if err != nil {
 		return err
+	}
+	// A list's items come from a typed client without apiVersion and
+	// kind, which kubectl get prints on each; the type setter sets the
+	// list's alone.
+	if meta.IsListType(obj) {
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return err
+		}
+		for _, item := range items {
+			if gvks, _, err := scheme.Scheme.ObjectKinds(item); err == nil && len(gvks) > 0 {
+				item.GetObjectKind().SetGroupVersionKind(gvks[0])
+			}
+		}
 	}
 	// The name printer takes no lists; kubectl get -o name prints a name
 	// a line, and so do we.
