@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -145,6 +147,7 @@ func (c *claimOptions) run(ctx context.Context, name string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	warnIfNoPool(ctx, client, created, stderr)
 	if !c.wait {
 		if !c.out.human() {
 			return c.out.print(created, stdout)
@@ -174,6 +177,21 @@ func (c *claimOptions) run(ctx context.Context, name string, stdout, stderr io.W
 		return c.out.print(bound, stdout)
 	}
 	return printReady(stdout, bound, machine)
+}
+
+// warnIfNoPool warns when a waiting claim names a pool that does not
+// exist: the API accepts it (the pool may be made later), but a mistyped
+// name would otherwise cost the whole wait to find out. A pool it may not
+// read is not warned about.
+func warnIfNoPool(ctx context.Context, client clientset.Interface, c *v1alpha1.MacOSMachineClaim, w io.Writer) {
+	if c.Spec.PoolName == "" || c.Status.MachineName != "" {
+		return
+	}
+	_, err := client.DockeriosV1alpha1().MacOSMachinePools(c.Namespace).Get(ctx, c.Spec.PoolName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		fmt.Fprintf(w, "Warning: MacOSMachinePool %s does not exist in namespace %s: the claim waits until it is made and has a Ready machine (see kubectl get mmpool -n %s)\n",
+			c.Spec.PoolName, c.Namespace, c.Namespace)
+	}
 }
 
 // waitError says why the wait ended, and what became of the claim: it is
@@ -238,10 +256,10 @@ type waitStopped struct {
 
 func (e *waitStopped) Error() string { return "stopped waiting for " + e.waitingFor }
 
-// claimUIDLabel is on the machine the controller makes for a class claim
-// (pkg/controller/pool.ClaimUIDLabel; docs/api.md lists it): it is how a
-// claim that is not Bound yet finds the machine being made for it.
-const claimUIDLabel = "dockerios.io/claim-uid"
+// claimUIDLabel is on the machine the controller makes for a class claim:
+// it is how a claim that is not Bound yet finds the machine being made for
+// it.
+const claimUIDLabel = v1alpha1.ClaimUIDLabel
 
 // waitForMachine waits until claim is Bound and its machine Ready, and
 // returns both. It writes a line to progress each time what it waits for
@@ -410,8 +428,14 @@ func (w *claimWatch) assess() verdict {
 	case m != nil:
 		return verdict{line: fmt.Sprintf("claim %s: %s; %s", c.Name, claimPhase(c), state), waitingFor: waitingFor + " (" + state + ")"}
 	case c.Spec.PoolName != "":
+		why := fmt.Sprintf("no Ready machine of pool %s was free", c.Spec.PoolName)
+		if cond := meta.FindStatusCondition(c.Status.Conditions, claimBound); cond != nil && cond.Status == metav1.ConditionFalse && cond.Message != "" {
+			// The apiserver's own words: they tell a selector that
+			// matches nothing, or older claims ahead, from an empty pool.
+			why = cond.Message
+		}
 		return verdict{line: fmt.Sprintf("claim %s: %s, waiting for a Ready machine of pool %s", c.Name, claimPhase(c), c.Spec.PoolName),
-			waitingFor: waitingFor + fmt.Sprintf(" (no Ready machine of pool %s was free)", c.Spec.PoolName)}
+			waitingFor: waitingFor + " (" + why + ")"}
 	default:
 		return verdict{line: fmt.Sprintf("claim %s: %s, waiting for a machine of class %s to be made", c.Name, claimPhase(c), c.Spec.ClassName),
 			waitingFor: waitingFor + fmt.Sprintf(" (no machine of class %s was made for it)", c.Spec.ClassName)}

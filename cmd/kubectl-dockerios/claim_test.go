@@ -34,17 +34,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
-	"github.com/dockerios/dockerios/pkg/controller/pool"
 	"github.com/dockerios/dockerios/pkg/storage/binding"
 )
-
-// The label a wait finds a class claim's machine by is the one the
-// controller puts on it.
-func TestClaimUIDLabelIsTheControllers(t *testing.T) {
-	if claimUIDLabel != pool.ClaimUIDLabel {
-		t.Errorf("claimUIDLabel %q, the controller's %q", claimUIDLabel, pool.ClaimUIDLabel)
-	}
-}
 
 // The condition a Lost claim's reason is read from is the one the
 // apiserver's binder writes.
@@ -431,5 +422,47 @@ func TestClaim_AWatchRefusedEndsTheWait(t *testing.T) {
 		"the claim is left in place: release it with: kubectl dockerios release build-1 -n demo"
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v,\nwant %s", err, want)
+	}
+}
+
+// A claim for a pool that does not exist is accepted (the pool may come
+// later), but the user is told at once, not after the whole wait.
+func TestClaim_WarnsOfAPoolThatDoesNotExist(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pools []runtime.Object
+		warns bool
+	}{
+		{name: "missing pool", warns: true},
+		{name: "existing pool", pools: []runtime.Object{machinePool("warm")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPlugin(t, newFakeAPI(tc.pools...))
+			if err := p.run(context.Background(), "claim", "build-1", "--pool", "warm", "--wait=false"); err != nil {
+				t.Fatal(err)
+			}
+			warned := strings.Contains(p.stderr.String(), "MacOSMachinePool warm does not exist in namespace "+testNS)
+			if warned != tc.warns {
+				t.Errorf("warned %v, want %v; stderr %q", warned, tc.warns, p.stderr)
+			}
+		})
+	}
+}
+
+// A waiting pool claim's wait says what the apiserver said kept it from
+// being bound, when it said so.
+func TestClaimVerdict_UsesTheBoundConditionsMessage(t *testing.T) {
+	c := pendingClaim("build-1", "warm")
+	assess := func() verdict {
+		w := &claimWatch{claim: c, machines: map[string]*v1alpha1.MacOSMachine{}, gone: map[string]bool{}}
+		return w.assess()
+	}
+	if v := assess(); !strings.Contains(v.waitingFor, "no Ready machine of pool warm was free") {
+		t.Errorf("without a condition: %q", v.waitingFor)
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: claimBound, Status: metav1.ConditionFalse, Reason: "WaitingForMachine",
+		Message: "no Ready, unbound MacOSMachine of the pool matching its selector is free to take"})
+	if v := assess(); !strings.Contains(v.waitingFor, "matching its selector") {
+		t.Errorf("with the condition: %q", v.waitingFor)
 	}
 }
