@@ -68,7 +68,12 @@ func TestAgentProbingDuringANetworkFault(t *testing.T) {
 // pool of their own, so the workers are never held by them.
 func (e *env) testAgentProbingDuringNetworkFault(t *testing.T) {
 	ns := e.namespace(t, "probe")
-	e.fleet(t, "probe", probeFleet+2, nil)
+	// 200 machines started at once on a shared 2-core machine may take
+	// longer than the fleet's default 2 minutes to start: what is tested
+	// is probing once they are Ready, not how fast they start.
+	e.fleet(t, "probe", probeFleet+2, func(c *v1alpha1.MacOSMachineClass) {
+		c.Spec.StartTimeout = &metav1.Duration{Duration: 15 * time.Minute}
+	})
 	start := time.Now()
 	e.createMachines(t, ns, "probe", "fleet-%03d", probeFleet)
 	framework.Eventually(t, 15*time.Minute, func() string {
