@@ -25,12 +25,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	clientset "github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
@@ -281,6 +283,11 @@ func waitForMachine(ctx context.Context, client clientset.Interface, claim *v1al
 	}
 	start := func(lw listWatch) context.CancelFunc {
 		sctx, stop := context.WithCancel(ctx)
+		// follow handles every error of its requests (retries them, or
+		// ends with them); client-go's own log line for a body read cut
+		// short would only print, as an E line on the user's terminal,
+		// that a request the wait no longer needed was cancelled.
+		sctx = klog.NewContext(sctx, logr.Discard())
 		go follow(sctx, lw, changes)
 		return stop
 	}

@@ -190,7 +190,8 @@ When you are done: kubectl dockerios release %[1]s -n default
 		r := plugin.Run("", "dockerios", "claim", "late-1", "--pool", "warm", "--timeout", "2s")
 		require.Equal(t, 2, exitCode(r.Err), "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 		assert.Contains(t, r.Stderr, "claim late-1: Pending, waiting for a Ready machine of pool warm\n")
-		assert.Contains(t, r.Stderr, "error: timed out after 2s waiting for MacOSMachineClaim late-1 to be Bound (no Ready machine of pool warm was free)\n"+
+		assert.Contains(t, r.Stderr, "error: timed out after 2s waiting for MacOSMachineClaim late-1 to be Bound (no Ready, unbound MacOSMachine of the pool is free to take: "+
+			"the claim is bound to the next Ready, unbound MacOSMachine of MacOSMachinePool warm that it may take, oldest claim first)\n"+
 			"MacOSMachineClaim late-1 is left in place: it may still be answered, and holds any machine it gets until it is released.\n"+
 			"Release it with: kubectl dockerios release late-1 -n default\n")
 		assert.Equal(t, "Pending", k.MustRun(t, "", "get", "mmclaim", "late-1", "-o", "jsonpath={.status.phase}"), "the claim is left")
