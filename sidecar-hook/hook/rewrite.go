@@ -101,7 +101,31 @@ func Rewrite(domainXML []byte, s Settings, osk string) (out []byte, err error) {
 	if err != nil {
 		return nil, errorf(codes.Internal, "cannot serialise the rewritten domain XML: %v", err)
 	}
-	return []byte(doc), nil
+	return fixpoint(doc)
+}
+
+// fixpoint returns doc as libvirtxml serialises what it parses from doc,
+// once that no longer changes. Its serialisation is not always a fixpoint
+// of its parsing: an element it models only in part (a channel of a
+// source type it does not know) comes out in a form that parses to
+// something else (the type dropped, then defaulted to pty). Without this,
+// rewriting the hook's own output could change it again.
+func fixpoint(doc string) ([]byte, error) {
+	for range 3 {
+		var dom libvirtxml.Domain
+		if err := dom.Unmarshal(doc); err != nil {
+			return nil, errorf(codes.InvalidArgument, "cannot parse the rewritten domain XML: %v", err)
+		}
+		next, err := dom.Marshal()
+		if err != nil {
+			return nil, errorf(codes.Internal, "cannot serialise the rewritten domain XML: %v", err)
+		}
+		if next == doc {
+			return []byte(doc), nil
+		}
+		doc = next
+	}
+	return nil, errorf(codes.InvalidArgument, "cannot rewrite the domain XML: libvirtxml reads it differently each time it writes it")
 }
 
 // setQEMUArgs puts the hook's arguments at the end of <qemu:commandline>.
