@@ -262,6 +262,16 @@ func (f *fixture) until(cond func() string) {
 	}
 }
 
+// scale sets the GitLabRunner's spec.replicas.
+func (f *fixture) scale(replicas int32) {
+	f.t.Helper()
+	gr := f.runner()
+	gr.Spec.Replicas = ptr.To(replicas)
+	if err := f.c.Update(context.Background(), gr); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *fixture) runner() *v1alpha1.GitLabRunner {
 	f.t.Helper()
 	var gr v1alpha1.GitLabRunner
@@ -585,11 +595,7 @@ func TestReconcile_ScaleDownDrainsBeforeDeregistering(t *testing.T) {
 	f.registerAll(3)
 	r1, r2 := f.entry(replicaName(name, 1)), f.entry(replicaName(name, 2))
 	f.gl.SetRunningJobs(r2.RunnerID, 1)
-	gr := f.runner()
-	gr.Spec.Replicas = ptr.To[int32](1)
-	if err := f.c.Update(context.Background(), gr); err != nil {
-		t.Fatal(err)
-	}
+	f.scale(1)
 	f.until(func() string {
 		if _, ok := f.gl.Runner(r1.RunnerID); ok || f.claim(r1.Name) != nil {
 			return "the idle replica is still there"
@@ -633,20 +639,12 @@ func TestReconcile_ScaledBackUpWhileDrainingResumes(t *testing.T) {
 	f.registerAll(2)
 	r1 := f.entry(replicaName(name, 1))
 	f.gl.SetRunningJobs(r1.RunnerID, 1)
-	gr := f.runner()
-	gr.Spec.Replicas = ptr.To[int32](1)
-	if err := f.c.Update(context.Background(), gr); err != nil {
-		t.Fatal(err)
-	}
+	f.scale(1)
 	f.reconcile()
 	if r, _ := f.gl.Runner(r1.RunnerID); !r.Paused {
 		t.Fatal("not paused")
 	}
-	gr = f.runner()
-	gr.Spec.Replicas = ptr.To[int32](2)
-	if err := f.c.Update(context.Background(), gr); err != nil {
-		t.Fatal(err)
-	}
+	f.scale(2)
 	f.reconcile()
 	if r, ok := f.gl.Runner(r1.RunnerID); !ok || r.Paused {
 		t.Errorf("runner %+v: want registered and taking jobs again", r)
@@ -678,11 +676,7 @@ func TestReconcile_ResumingARunnerThatCannotBeIsReported(t *testing.T) {
 			f.registerAll(2)
 			r1 := f.entry(replicaName(name, 1))
 			f.gl.SetRunningJobs(r1.RunnerID, 1)
-			gr := f.runner()
-			gr.Spec.Replicas = ptr.To[int32](1)
-			if err := f.c.Update(context.Background(), gr); err != nil {
-				t.Fatal(err)
-			}
+			f.scale(1)
 			f.reconcile()
 			if r, _ := f.gl.Runner(r1.RunnerID); !r.Paused {
 				t.Fatal("not paused")
@@ -690,13 +684,9 @@ func TestReconcile_ResumingARunnerThatCannotBeIsReported(t *testing.T) {
 			// Scaled back up while the runner cannot be resumed: it stays
 			// paused, and the conditions say why.
 			tc.break_(f)
-			gr = f.runner()
-			gr.Spec.Replicas = ptr.To[int32](2)
-			if err := f.c.Update(context.Background(), gr); err != nil {
-				t.Fatal(err)
-			}
+			f.scale(2)
 			res := f.reconcile()
-			gr = f.runner()
+			gr := f.runner()
 			if c := condition(gr, v1alpha1.ConditionRegistered); c.Status != metav1.ConditionFalse || c.Reason != tc.reason ||
 				!strings.Contains(c.Message, tc.cause) || c.ObservedGeneration != gr.Generation {
 				t.Errorf("Registered %+v", c)
@@ -769,11 +759,7 @@ func TestReconcile_DeletionDeregistersThenReleases(t *testing.T) {
 	f := newFixture(t, 2, nil)
 	f.registerAll(2)
 	// A third claim still pending (no machine): nothing to deregister.
-	gr := f.runner()
-	gr.Spec.Replicas = ptr.To[int32](3)
-	if err := f.c.Update(context.Background(), gr); err != nil {
-		t.Fatal(err)
-	}
+	f.scale(3)
 	f.reconcile()
 	if err := f.c.Delete(context.Background(), f.runner()); err != nil {
 		t.Fatal(err)
@@ -879,11 +865,7 @@ func TestReconcile_TheTokenSecretGoneWhileDeletingLetsTheMachinesGo(t *testing.T
 	}
 	// While not deleting, a missing token holds a scale down: the runner
 	// would otherwise stay registered on nothing.
-	gr := f.runner()
-	gr.Spec.Replicas = ptr.To[int32](0)
-	if err := f.c.Update(context.Background(), gr); err != nil {
-		t.Fatal(err)
-	}
+	f.scale(0)
 	f.reconcile()
 	f.reconcile()
 	if f.claim(replicaName(name, 0)) == nil {
