@@ -258,11 +258,6 @@ type waitStopped struct {
 
 func (e *waitStopped) Error() string { return "stopped waiting for " + e.waitingFor }
 
-// claimUIDLabel is on the machine the controller makes for a class claim:
-// it is how a claim that is not Bound yet finds the machine being made for
-// it.
-const claimUIDLabel = v1alpha1.ClaimUIDLabel
-
 // waitForMachine waits until claim is Bound and its machine Ready, and
 // returns both. It writes a line to progress each time what it waits for
 // changes. A claim that is deleted or Lost, or a machine that fails or is
@@ -302,8 +297,8 @@ func waitForMachine(ctx context.Context, client clientset.Interface, claim *v1al
 	// claim is Bound, then the bound machine's name.
 	followed, stopMachines := "", context.CancelFunc(func() {})
 	if claim.Spec.ClassName != "" {
-		followed = claimUIDLabel
-		stopMachines = start(machineLW(metav1.ListOptions{LabelSelector: claimUIDLabel + "=" + string(claim.UID)}))
+		followed = v1alpha1.ClaimUIDLabel
+		stopMachines = start(machineLW(metav1.ListOptions{LabelSelector: v1alpha1.ClaimUIDLabel + "=" + string(claim.UID)}))
 	}
 	last := ""
 	for {
@@ -361,7 +356,7 @@ func (w *claimWatch) apply(c change) {
 		if bound := w.claim.Status.MachineName; bound != "" && obj.Name != bound {
 			return
 		}
-		if w.claim.Status.MachineName == "" && obj.Labels[claimUIDLabel] != string(w.claim.UID) {
+		if w.claim.Status.MachineName == "" && obj.Labels[v1alpha1.ClaimUIDLabel] != string(w.claim.UID) {
 			return
 		}
 		w.machines[obj.Name] = obj

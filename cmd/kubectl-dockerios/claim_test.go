@@ -57,7 +57,7 @@ func TestClaimWatchAssess(t *testing.T) {
 		Reason: "MachineGone", Message: "MacOSMachine m is being deleted"})
 	classMachine := func(m *v1alpha1.MacOSMachine) *v1alpha1.MacOSMachine {
 		m = m.DeepCopy()
-		m.Name, m.Spec.PoolName, m.Labels = "c", "", map[string]string{claimUIDLabel: "uid-c"}
+		m.Name, m.Spec.PoolName, m.Labels = "c", "", map[string]string{v1alpha1.ClaimUIDLabel: "uid-c"}
 		return m
 	}
 	deleting := readyMachine("m", "warm")
@@ -376,9 +376,9 @@ func TestClaim_ClassClaimReportsItsMachine(t *testing.T) {
 	api.awaitWatch(t, "macosmachines")
 	p.stderr.awaitLine(t, "claim ci-42: Pending, waiting for a machine of class standard to be made")
 	m := notReady(readyMachine("ci-42", ""), v1alpha1.MachineProvisioning, "NotReady", "Job ci-42-bootdisk is rendering the bootdisk")
-	m.Labels = map[string]string{claimUIDLabel: "uid-ci-42"}
+	m.Labels = map[string]string{v1alpha1.ClaimUIDLabel: "uid-ci-42"}
 	other := m.DeepCopy()
-	other.Name, other.Labels = "someone-elses", map[string]string{claimUIDLabel: "uid-other"}
+	other.Name, other.Labels = "someone-elses", map[string]string{v1alpha1.ClaimUIDLabel: "uid-other"}
 	for _, obj := range []runtime.Object{other, m} {
 		if err := api.Tracker().Add(obj); err != nil {
 			t.Fatal(err)

@@ -182,10 +182,10 @@ func (f *fleet) tree() []*group {
 			if c := claims[claimKey{m.Namespace, m.Status.ClaimRef.Name}]; c != nil && string(c.UID) == m.Status.ClaimRef.UID {
 				node.claim = c
 			}
-		case m.Labels[claimUIDLabel] != "":
+		case m.Labels[v1alpha1.ClaimUIDLabel] != "":
 			// A class claim's machine, being made: the claim is not bound
 			// yet, but this machine is the one it waits for.
-			if c := byUID[m.Labels[claimUIDLabel]]; c != nil && c.Namespace == m.Namespace {
+			if c := byUID[m.Labels[v1alpha1.ClaimUIDLabel]]; c != nil && c.Namespace == m.Namespace {
 				node.claim = c
 			}
 		}

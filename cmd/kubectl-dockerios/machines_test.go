@@ -66,7 +66,7 @@ func aFleet() []runtime.Object {
 	ci.Spec.PoolName, ci.Spec.ClassName = "", "standard"
 	ci.CreationTimestamp = ago(5 * time.Minute)
 	ciMachine := notReady(readyMachine("ci-42", ""), v1alpha1.MachineStarting, "NotReady", "the guest agent is not reachable yet")
-	ciMachine.Labels = map[string]string{claimUIDLabel: string(ci.UID)}
+	ciMachine.Labels = map[string]string{v1alpha1.ClaimUIDLabel: string(ci.UID)}
 	ciMachine.CreationTimestamp = ago(5 * time.Minute)
 
 	byHand := readyMachine("mac-1", "")

@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if p := mm.Labels[v1alpha1.MachinePoolLabel]; p != "" {
 			m.pools.Add(mm.Namespace + "/" + p)
 		}
-		if _, ok := mm.Labels[pool.ClaimUIDLabel]; ok {
+		if _, ok := mm.Labels[v1alpha1.ClaimUIDLabel]; ok {
 			m.classMachines.Add(key(mm))
 			m.claims.Add(key(mm))
 		}

@@ -54,9 +54,6 @@ import (
 	dlisters "github.com/dockerios/dockerios/pkg/generated/listers/dockerio/v1alpha1"
 )
 
-// ClaimUIDLabel is on a machine made for one class claim.
-const ClaimUIDLabel = v1alpha1.ClaimUIDLabel
-
 // Reconciler reconciles pools and class claims.
 type Reconciler struct {
 	Client   versioned.Interface
@@ -489,7 +486,7 @@ func (r *Reconciler) ReconcileClassClaim(ctx context.Context, namespace, name st
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if m != nil && m.Labels[ClaimUIDLabel] != string(c.UID) {
+	if m != nil && m.Labels[v1alpha1.ClaimUIDLabel] != string(c.UID) {
 		return fmt.Errorf("machine %s exists and is not claim %s's", mName, c.Name)
 	}
 	if !pending(c) {
@@ -501,7 +498,7 @@ func (r *Reconciler) ReconcileClassClaim(ctx context.Context, namespace, name st
 	switch {
 	case m == nil:
 		nm := &v1alpha1.MacOSMachine{
-			ObjectMeta: metav1.ObjectMeta{Name: mName, Namespace: namespace, Labels: map[string]string{ClaimUIDLabel: string(c.UID)},
+			ObjectMeta: metav1.ObjectMeta{Name: mName, Namespace: namespace, Labels: map[string]string{v1alpha1.ClaimUIDLabel: string(c.UID)},
 				// A backstop: the garbage collector removes the machine should
 				// the claim go while this controller is down.
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "MacOSMachineClaim",
@@ -531,7 +528,7 @@ func (r *Reconciler) ReconcileClassMachine(ctx context.Context, namespace, name 
 	if err != nil {
 		return err
 	}
-	uid, ok := m.Labels[ClaimUIDLabel]
+	uid, ok := m.Labels[v1alpha1.ClaimUIDLabel]
 	if !ok || m.DeletionTimestamp != nil {
 		return nil
 	}
