@@ -132,7 +132,7 @@ func seed(t testing.TB, getter *RESTOptionsGetter, absent bool, objs ...runtime.
 		if absent {
 			tx.IfAbsent(key)
 		}
-		if _, err := tx.PutObject(ctx, r, key, obj); err != nil {
+		if err := tx.WriteObject(ctx, r, key, obj); err != nil {
 			t.Fatal(err)
 		}
 		if res, err := txn.Commit(ctx, getter.Server.V3Client.Client, &tx); err != nil || !res.Succeeded {

@@ -150,7 +150,7 @@ func (b *Binder) Bind(ctx context.Context, namespace, claimName, machineName str
 		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.PutObject(ctx, b.machines, machineKey, heldBy(m, claim)); err != nil {
+		if err := tx.WriteObject(ctx, b.machines, machineKey, heldBy(m, claim)); err != nil {
 			return nil, err
 		}
 		if claim.Spec.PoolName != "" {
@@ -277,6 +277,6 @@ func (b *Binder) MachineGone(ctx context.Context, tx *txn.Txn, m *dockerio.MacOS
 		LastTransitionTime: metav1.NewTime(b.clock.Now()),
 	})
 	tx.IfUnchanged(claimKey, rev)
-	_, err = tx.PutObject(ctx, b.claims, claimKey, lost)
+	err = tx.WriteObject(ctx, b.claims, claimKey, lost)
 	return err
 }

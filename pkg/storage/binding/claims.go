@@ -138,7 +138,7 @@ func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *doc
 	if err != nil {
 		return created, err
 	}
-	if _, err := tx.PutObject(ctx, b.machines, mKey, heldBy(m.machine, c)); err != nil {
+	if err := tx.WriteObject(ctx, b.machines, mKey, heldBy(m.machine, c)); err != nil {
 		return created, err
 	}
 	res, err := txn.Commit(ctx, b.client, &tx)
@@ -353,6 +353,6 @@ func (b *Binder) freeMachineOf(ctx context.Context, tx *txn.Txn, claim *dockerio
 		ObservedGeneration: m.Generation, LastTransitionTime: metav1.NewTime(b.clock.Now()),
 	})
 	tx.IfUnchanged(machineKey, mRev)
-	_, err = tx.PutObject(ctx, b.machines, machineKey, freed)
+	err = tx.WriteObject(ctx, b.machines, machineKey, freed)
 	return err
 }

@@ -140,7 +140,7 @@ func (s *identityStorage) Create(ctx context.Context, key string, obj, out runti
 			n := next.machine
 			nKey := l.machines.Key(n.Namespace, n.Name)
 			tx.IfUnchanged(nKey, next.machineRev).IfUnchanged(next.pendingKey, next.pendingRev)
-			if _, err := tx.PutObject(ctx, l.machines, nKey, l.allocatedTo(n, id)); err != nil {
+			if err := tx.WriteObject(ctx, l.machines, nKey, l.allocatedTo(n, id)); err != nil {
 				return err
 			}
 			tx.Delete(next.pendingKey).Delete(l.keys.waiting(n.Namespace, n.Name))

@@ -180,7 +180,7 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 	if err != nil {
 		return done, err
 	}
-	if _, err := tx.PutObject(ctx, l.identities, idKey, l.holding(id, m)); err != nil {
+	if err := tx.WriteObject(ctx, l.identities, idKey, l.holding(id, m)); err != nil {
 		return done, err
 	}
 	tx.Delete(free.key)
@@ -502,7 +502,7 @@ func (l *Ledger) release(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMach
 		// list nor to a waiting machine, until a person resolves it.
 		released := id.DeepCopy()
 		released.Status.Allocation = nil
-		_, err := tx.PutObject(ctx, l.identities, idKey, released)
+		err := tx.WriteObject(ctx, l.identities, idKey, released)
 		return nil, err
 	}
 	pool := id.Spec.PoolName
@@ -513,7 +513,7 @@ func (l *Ledger) release(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMach
 	if next == nil {
 		released := id.DeepCopy()
 		released.Status.Allocation = nil
-		if _, err := tx.PutObject(ctx, l.identities, idKey, released); err != nil {
+		if err := tx.WriteObject(ctx, l.identities, idKey, released); err != nil {
 			return nil, err
 		}
 		tx.IfNothingUnder(l.keys.pendingPrefix(pool)).Put(l.keys.free(pool, id.Name), "")
@@ -522,10 +522,10 @@ func (l *Ledger) release(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMach
 	n := next.machine
 	nKey := l.machines.Key(n.Namespace, n.Name)
 	tx.IfUnchanged(nKey, next.machineRev).IfUnchanged(next.pendingKey, next.pendingRev)
-	if _, err := tx.PutObject(ctx, l.machines, nKey, l.allocatedTo(n, id)); err != nil {
+	if err := tx.WriteObject(ctx, l.machines, nKey, l.allocatedTo(n, id)); err != nil {
 		return nil, err
 	}
-	if _, err := tx.PutObject(ctx, l.identities, idKey, l.holding(id, n)); err != nil {
+	if err := tx.WriteObject(ctx, l.identities, idKey, l.holding(id, n)); err != nil {
 		return nil, err
 	}
 	tx.Delete(next.pendingKey).Delete(l.keys.waiting(n.Namespace, n.Name))

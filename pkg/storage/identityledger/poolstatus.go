@@ -189,7 +189,7 @@ func (l *Ledger) updatePoolStatus(ctx context.Context, pool string) error {
 		}
 		var tx txn.Txn
 		tx.IfUnchanged(key, rev)
-		if _, err := tx.PutObject(ctx, l.pools, key, updated); err != nil {
+		if err := tx.WriteObject(ctx, l.pools, key, updated); err != nil {
 			return err
 		}
 		res, err := txn.Commit(ctx, l.client, &tx)

@@ -136,7 +136,7 @@ func (l *Ledger) quarantineDrift(id *dockerio.MacOSIdentity, idRev int64, messag
 		var tx txn.Txn
 		tx.IfUnchanged(idKey, idRev).Delete(l.keys.free(id.Spec.PoolName, id.Name))
 		if changed {
-			if _, err := tx.PutObject(ctx, l.identities, idKey, quarantined); err != nil {
+			if err := tx.WriteObject(ctx, l.identities, idKey, quarantined); err != nil {
 				return false, err
 			}
 		}
@@ -174,7 +174,7 @@ func (l *Ledger) liftQuarantineDrift(id *dockerio.MacOSIdentity, idRev int64, on
 		idKey := l.identities.Key("", id.Name)
 		var tx txn.Txn
 		tx.IfUnchanged(idKey, idRev)
-		if _, err := tx.PutObject(ctx, l.identities, idKey, lifted); err != nil {
+		if err := tx.WriteObject(ctx, l.identities, idKey, lifted); err != nil {
 			return false, err
 		}
 		res, err := txn.Commit(ctx, l.client, &tx)

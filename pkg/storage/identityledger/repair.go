@@ -483,13 +483,13 @@ func (l *Ledger) returnToPool(ctx context.Context, id *dockerio.MacOSIdentity, i
 		n := next.machine
 		nKey := l.machines.Key(n.Namespace, n.Name)
 		tx.IfUnchanged(nKey, next.machineRev).IfUnchanged(next.pendingKey, next.pendingRev)
-		if _, err := tx.PutObject(ctx, l.machines, nKey, l.allocatedTo(n, id)); err != nil {
+		if err := tx.WriteObject(ctx, l.machines, nKey, l.allocatedTo(n, id)); err != nil {
 			return false, err
 		}
 		tx.Delete(next.pendingKey).Delete(l.keys.waiting(n.Namespace, n.Name))
 		stored = l.holding(id, n)
 	}
-	if _, err := tx.PutObject(ctx, l.identities, idKey, stored); err != nil {
+	if err := tx.WriteObject(ctx, l.identities, idKey, stored); err != nil {
 		return false, err
 	}
 	res, err := txn.Commit(ctx, l.client, &tx)
@@ -516,7 +516,7 @@ func (l *Ledger) machineRefDrift(m *dockerio.MacOSMachine, mRev int64, id *docke
 			idKey := l.identities.Key("", ref)
 			var tx txn.Txn
 			tx.IfUnchanged(mKey, mRev).IfUnchanged(idKey, idRev).Delete(l.keys.free(id.Spec.PoolName, id.Name))
-			if _, err := tx.PutObject(ctx, l.identities, idKey, l.holding(id, m)); err != nil {
+			if err := tx.WriteObject(ctx, l.identities, idKey, l.holding(id, m)); err != nil {
 				return false, err
 			}
 			res, err := txn.Commit(ctx, l.client, &tx)
@@ -537,7 +537,7 @@ func (l *Ledger) machineRefDrift(m *dockerio.MacOSMachine, mRev int64, id *docke
 		l.setIdentityCondition(lost, metav1.ConditionFalse, reason, d.Message)
 		var tx txn.Txn
 		tx.IfUnchanged(mKey, mRev)
-		if _, err := tx.PutObject(ctx, l.machines, mKey, lost); err != nil {
+		if err := tx.WriteObject(ctx, l.machines, mKey, lost); err != nil {
 			return false, err
 		}
 		res, err := txn.Commit(ctx, l.client, &tx)
@@ -556,7 +556,7 @@ func (l *Ledger) forgottenIdentityDrift(m *dockerio.MacOSMachine, mRev int64, id
 			mKey := l.machines.Key(m.Namespace, m.Name)
 			var tx txn.Txn
 			tx.IfUnchanged(mKey, mRev).IfUnchanged(l.identities.Key("", id.Name), idRev)
-			if _, err := tx.PutObject(ctx, l.machines, mKey, l.allocatedTo(m, id)); err != nil {
+			if err := tx.WriteObject(ctx, l.machines, mKey, l.allocatedTo(m, id)); err != nil {
 				return false, err
 			}
 			res, err := txn.Commit(ctx, l.client, &tx)
@@ -611,10 +611,10 @@ func (l *Ledger) waitingWhileFreeDrift(w waiter, f freeEntry) Drift {
 			var tx txn.Txn
 			tx.IfUnchanged(mKey, w.machineRev).IfUnchanged(w.pendingKey, w.pending.ModRevision).IfUnchanged(w.waitingKey, w.waitingRev).
 				IfUnchanged(idKey, f.idRev).IfUnchanged(f.key, f.rev)
-			if _, err := tx.PutObject(ctx, l.machines, mKey, l.allocatedTo(m, id)); err != nil {
+			if err := tx.WriteObject(ctx, l.machines, mKey, l.allocatedTo(m, id)); err != nil {
 				return false, err
 			}
-			if _, err := tx.PutObject(ctx, l.identities, idKey, l.holding(id, m)); err != nil {
+			if err := tx.WriteObject(ctx, l.identities, idKey, l.holding(id, m)); err != nil {
 				return false, err
 			}
 			tx.Delete(f.key).Delete(w.pendingKey).Delete(w.waitingKey)

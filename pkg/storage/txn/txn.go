@@ -149,7 +149,7 @@ func (r *Resource) EtcdKey(storeKey string) (string, error) {
 // obj is not modified.
 func (r *Resource) Encode(ctx context.Context, key string, obj runtime.Object) ([]byte, error) {
 	var t Txn
-	if _, err := t.PutObject(ctx, r, key, obj); err != nil {
+	if err := t.WriteObject(ctx, r, key, obj); err != nil {
 		return nil, err
 	}
 	return []byte(t.ops[0].ValueBytes()), nil
@@ -246,6 +246,17 @@ func (t *Txn) IfNothingUnder(prefix string) *Txn {
 // PutObject writes obj at key, encoded as its generic store would. Once
 // committed, the returned Written turns into the stored object.
 func (t *Txn) PutObject(ctx context.Context, r *Resource, key string, obj runtime.Object) (Written, error) {
+	return t.putObject(ctx, r, key, obj, true)
+}
+
+// WriteObject writes obj at key as PutObject does, for a caller that wants
+// no answer: it keeps no copy of obj to make one from.
+func (t *Txn) WriteObject(ctx context.Context, r *Resource, key string, obj runtime.Object) error {
+	_, err := t.putObject(ctx, r, key, obj, false)
+	return err
+}
+
+func (t *Txn) putObject(ctx context.Context, r *Resource, key string, obj runtime.Object, answer bool) (Written, error) {
 	// PrepareObjectForStorage clears what is never stored (the resource
 	// version). It would change the caller's object, so what it clears is
 	// put back after encoding, which costs less than copying the object.
@@ -259,7 +270,7 @@ func (t *Txn) PutObject(ctx context.Context, r *Resource, key string, obj runtim
 	}
 	data, err := runtime.Encode(r.codec, obj)
 	var stored runtime.Object
-	if err == nil && r.encodeVersioner != nil {
+	if err == nil && answer && r.encodeVersioner != nil {
 		stored = obj.DeepCopyObject()
 	}
 	accessor.SetResourceVersion(rv)

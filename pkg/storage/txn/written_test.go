@@ -285,3 +285,25 @@ func diff(a, b runtime.Object) string {
 	}
 	return "decoded:\n" + dump.Pretty(a) + "\ninto:\n" + dump.Pretty(b)
 }
+
+// WriteObject writes what PutObject writes (Encode is WriteObject; see
+// TestWrittenInto_IsWhatDecodingGives) without keeping a copy of the object
+// to answer with: the callers that want no answer, most of them, do not
+// pay for one.
+func TestWriteObject_KeepsNoCopyForAnAnswer(t *testing.T) {
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	r, err := txn.NewResource(getter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} })
+	require.NoError(t, err)
+	m := registrytest.Machine("mac-1")
+	key := r.Key("ns", "mac-1")
+	ctx := context.Background()
+	put := testing.AllocsPerRun(50, func() {
+		var tx txn.Txn
+		_, _ = tx.PutObject(ctx, r, key, m)
+	})
+	write := testing.AllocsPerRun(50, func() {
+		var tx txn.Txn
+		_ = tx.WriteObject(ctx, r, key, m)
+	})
+	assert.Less(t, write, put, "allocations per write: WriteObject %.0f, PutObject %.0f", write, put)
+}
