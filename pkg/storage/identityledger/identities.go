@@ -57,31 +57,75 @@ func (s *identityStorage) AnswersDryRuns() {}
 // create — server-side apply of a new identity — which goes to Create, so
 // it is checked for duplicates and joins its pool exactly as a POST does.
 // A delete that marks the identity first (foreground or orphan
-// propagation, which the store makes as an update) is refused for a held
-// identity, as the delete itself would be: otherwise the identity would
-// sit marked for deletion while its machine runs.
+// propagation, or an identity with finalizers, which the store makes as an
+// update) is refused for a held identity, as the delete itself would be:
+// otherwise the identity would sit marked for deletion while its machine
+// runs. A free identity it marks is taken off its pool's free list in the
+// same write, so that no machine is given an identity that is going away.
 func (s *identityStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
 	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
+	// marking says the update being decided marks a free identity for
+	// deletion; decided (refuseMarkingHeld) and then taken over
+	// (takeOffFreeList) on each attempt, in that order.
+	marking := false
 	refuseMarkingHeld := func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
 		// Noted first: the store marks a deletion on the object it is
 		// given, so input may carry it once tryUpdate returns.
 		old, ok := input.(*dockerio.MacOSIdentity)
+		unmarked := ok && old.DeletionTimestamp == nil
 		var heldBy *dockerio.IdentityAllocation
-		if ok && old.DeletionTimestamp == nil && old.Status.Allocation != nil {
+		if unmarked && old.Status.Allocation != nil {
 			a := *old.Status.Allocation
 			heldBy = &a
 		}
+		marking = false
 		output, ttl, err := tryUpdate(input, res)
 		if err != nil {
 			return output, ttl, err
 		}
-		if updated, ok := output.(*dockerio.MacOSIdentity); ok && heldBy != nil && updated.DeletionTimestamp != nil {
+		updated, ok := output.(*dockerio.MacOSIdentity)
+		if ok && heldBy != nil && updated.DeletionTimestamp != nil {
 			return nil, nil, heldError(updated.Name, heldBy)
 		}
+		marking = ok && unmarked && updated.DeletionTimestamp != nil
 		return output, ttl, nil
 	}
-	return door.Updater{Inner: s.Interface, Create: s.Create, Copy: s.l.identities.Copy}.
+	takeOffFreeList := func(_, output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
+		if !marking {
+			return nil
+		}
+		return s.markFree(output.(*dockerio.MacOSIdentity), rev)
+	}
+	return door.Updater{Inner: s.Interface, Create: s.Create, Intercept: takeOffFreeList, Copy: s.l.identities.Copy}.
 		GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, refuseMarkingHeld, cachedExistingObject)
+}
+
+// markFree writes a free identity marked for deletion, unchanged since rev,
+// and takes it off its pool's free list in the same transaction. It waits
+// for its finalizers given to no machine, as a held one cannot be marked;
+// the delete that ends the wait drops its other index keys.
+func (s *identityStorage) markFree(marked *dockerio.MacOSIdentity, rev int64) func(context.Context, runtime.Object) (bool, error) {
+	l := s.l
+	return func(ctx context.Context, destination runtime.Object) (bool, error) {
+		idKey := l.identities.Key("", marked.Name)
+		var tx txn.Txn
+		tx.IfUnchanged(idKey, rev)
+		written, err := tx.PutObject(ctx, l.identities, idKey, marked)
+		if err != nil {
+			return false, err
+		}
+		tx.Delete(l.keys.free(marked.Spec.PoolName, marked.Name))
+		res, err := txn.Commit(ctx, l.client, &tx)
+		if err != nil || !res.Succeeded {
+			return false, err
+		}
+		if door.IsDryRun(ctx) {
+			// As the generic store's dry-run update: the resourceVersion read.
+			return true, written.Into(destination, rev)
+		}
+		l.free.forget(marked.Spec.PoolName, l.keys.free(marked.Spec.PoolName, marked.Name))
+		return true, written.Into(destination, res.Revision)
+	}
 }
 
 // heldError is the 409 for deleting identity name, which a machine holds.

@@ -149,7 +149,7 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 	if err != nil && !storage.IsNotFound(err) {
 		return done, err
 	}
-	if err != nil || obj.(*dockerio.MacOSIdentity).Status.Allocation != nil || isQuarantined(obj.(*dockerio.MacOSIdentity)) {
+	if err != nil || !allocatable(obj.(*dockerio.MacOSIdentity)) {
 		if hint {
 			// The view or the serializable read is behind: look again,
 			// linearizably.
@@ -199,6 +199,12 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 		metricAllocations.WithLabelValues("atCreate").Inc()
 	}
 	return done, written.Into(out, res.Revision)
+}
+
+// allocatable says whether a free-list entry's identity may be given to a
+// machine: it is free, no duplicate, and not marked for deletion.
+func allocatable(id *dockerio.MacOSIdentity) bool {
+	return id.Status.Allocation == nil && !isQuarantined(id) && id.DeletionTimestamp == nil
 }
 
 // readIdentity reads an identity and the revision it was last written at.
@@ -497,9 +503,10 @@ func (l *Ledger) release(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMach
 		return nil, nil
 	}
 	tx.IfUnchanged(idKey, idRev)
-	if isQuarantined(id) {
+	if isQuarantined(id) || id.DeletionTimestamp != nil {
 		// A duplicate goes to nobody: released, but neither onto the free
-		// list nor to a waiting machine, until a person resolves it.
+		// list nor to a waiting machine, until a person resolves it. Nor
+		// does an identity marked for deletion, which is going away.
 		released := id.DeepCopy()
 		released.Status.Allocation = nil
 		err := tx.WriteObject(ctx, l.identities, idKey, released)

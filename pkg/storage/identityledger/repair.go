@@ -241,7 +241,10 @@ func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
 			drifts = append(drifts, l.quarantineDrift(id, idRev, msg, onFreeList, dangling))
 			continue
 		}
-		if a == nil {
+		// An identity marked for deletion is on no free list: an entry
+		// left for it is an orphan, removed below.
+		deleting := id.DeletionTimestamp != nil
+		if a == nil && !deleting {
 			expected[freeKey] = true
 		}
 		if isQuarantined(id) {
@@ -249,6 +252,7 @@ func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
 			continue
 		}
 		switch {
+		case a == nil && deleting:
 		case a == nil && !onFreeList && !claimed[name]:
 			drifts = append(drifts, l.missingFreeDrift(id, idRev))
 		case a == nil && onFreeList && !claimed[name]:
@@ -469,6 +473,17 @@ func (l *Ledger) returnToPool(ctx context.Context, id *dockerio.MacOSIdentity, i
 	}
 	pool := id.Spec.PoolName
 	idKey := l.identities.Key("", id.Name)
+	if id.DeletionTimestamp != nil {
+		// Going away: written released, but given to nobody.
+		var tx txn.Txn
+		tx.IfUnchanged(idKey, idRev)
+		extra(&tx)
+		if err := tx.WriteObject(ctx, l.identities, idKey, id); err != nil {
+			return false, err
+		}
+		res, err := txn.Commit(ctx, l.client, &tx)
+		return err == nil && res.Succeeded, err
+	}
 	next, err := l.oldestWaiting(ctx, pool)
 	if err != nil {
 		return false, err

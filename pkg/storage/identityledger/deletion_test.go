@@ -1,0 +1,117 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package identityledger_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/storage/identityledger"
+)
+
+// An identity marked for deletion — a delete of one with finalizers, or
+// with foreground or orphan propagation, which the store makes as an
+// update — is going away. No machine may be given it meanwhile: the
+// machine would boot with an identity its owner retired, and the write
+// removing the last finalizer would be refused (409, held) until that
+// machine is gone.
+func TestIdentityMarkedForDeletion_IsGivenToNoMachine(t *testing.T) {
+	cases := map[string]struct {
+		// leftOnFreeList puts the marked identity back on its pool's free
+		// list, as an apiserver without this rule left it.
+		leftOnFreeList bool
+		wantDrifts     []string
+	}{
+		"marked by a delete its finalizer holds back": {},
+		"left on the free list by an older apiserver": {leftOnFreeList: true, wantDrifts: []string{identityledger.DriftOrphanFree}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// setup
+			e := newEnv(t)
+			r := newRaw(t, e)
+			id := e.nextIdentity()
+			id.Finalizers = []string{"example.com/hold"}
+			id = e.addIdentity(t, id)
+			var freeList []*mvccKV
+			if tc.leftOnFreeList {
+				freeList = r.setAside(indexRoot + "pools/imacpro/free/")
+			}
+
+			// execute
+			obj, _, err := e.identities.Identity.Delete(e.clusterCtx(), id.Name, rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+			require.NoError(t, err)
+			require.NotNil(t, obj.(*dockerio.MacOSIdentity).DeletionTimestamp, "marked, not deleted")
+			if tc.leftOnFreeList {
+				r.putBack(freeList)
+			}
+			drifts, err := e.ledger.Audit(context.Background())
+			require.NoError(t, err)
+			m := e.createMachine(t, "mac-1")
+
+			// assert
+			assert.Equal(t, tc.wantDrifts, kinds(drifts))
+			assert.Nil(t, m.Status.IdentityRef, "an identity being deleted is given to no machine")
+			assert.Equal(t, identityledger.ReasonPoolExhausted, identityCondition(m).Reason)
+			assert.Nil(t, e.identity(t, id.Name).Status.Allocation)
+			assert.Empty(t, r.freeList())
+			e.assertConsistent(t)
+
+			// Its finalizer gone, the identity goes; the machine still waits.
+			marked := e.identity(t, id.Name)
+			marked.Finalizers = nil
+			_, _, err = e.identities.Identity.Update(e.clusterCtx(), id.Name, rest.DefaultUpdatedObjectInfo(marked),
+				rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+			require.NoError(t, err)
+			_, err = e.identities.Identity.Get(e.clusterCtx(), id.Name, &metav1.GetOptions{})
+			assert.True(t, apierrors.IsNotFound(err), "want NotFound, got %v", err)
+			assert.Nil(t, e.machine(t, "mac-1").Status.IdentityRef)
+			e.assertConsistent(t)
+		})
+	}
+}
+
+// A dry run of that delete marks nothing: the identity stays free, and the
+// next machine takes it.
+func TestIdentityMarkedForDeletion_DryRunLeavesItFree(t *testing.T) {
+	// setup
+	e := newEnv(t)
+	r := newRaw(t, e)
+	id := e.nextIdentity()
+	id.Finalizers = []string{"example.com/hold"}
+	id = e.addIdentity(t, id)
+
+	// execute
+	obj, _, err := e.identities.Identity.Delete(e.clusterCtx(), id.Name, rest.ValidateAllObjectFunc, &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err)
+
+	// assert
+	assert.NotNil(t, obj.(*dockerio.MacOSIdentity).DeletionTimestamp, "the dry run answers as the delete would")
+	assert.Nil(t, e.identity(t, id.Name).DeletionTimestamp)
+	assert.Equal(t, []string{id.Name}, r.freeList())
+	m := e.createMachine(t, "mac-1")
+	require.NotNil(t, m.Status.IdentityRef)
+	assert.Equal(t, id.Name, m.Status.IdentityRef.Name)
+	e.assertConsistent(t)
+}
