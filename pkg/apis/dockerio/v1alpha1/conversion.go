@@ -20,6 +20,8 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/dockerios/dockerios/pkg/identity"
 )
 
 // SelectableFields lists, per kind, the fields a list or watch may select on
@@ -43,6 +45,15 @@ var SelectableFields = map[string][]string{
 	"MacOSMachineClaim": {"spec.poolName", "spec.className", "status.phase", "status.machineName"},
 }
 
+// canonicalSelectorValues spells a selected value as the registry stores
+// it, for the fields whose values are canonicalized on write: a selector
+// for spec.macAddress=74:71:8b:4f:d5:d9 (or 74-71-8B-…) matches the
+// identity stored with 74:71:8B:4F:D5:D9 instead of silently matching
+// nothing.
+var canonicalSelectorValues = map[string]map[string]func(string) string{
+	"MacOSIdentity": {"spec.macAddress": identity.CanonicalMACAddress},
+}
+
 // addFieldLabelConversionFuncs tells the scheme which field selectors each
 // kind accepts; without it the apiserver refuses every selector but
 // metadata.name and metadata.namespace.
@@ -52,10 +63,14 @@ func addFieldLabelConversionFuncs(scheme *runtime.Scheme) error {
 		for _, f := range fields {
 			allowed[f] = true
 		}
+		canonical := canonicalSelectorValues[kind]
 		err := scheme.AddFieldLabelConversionFunc(SchemeGroupVersion.WithKind(kind),
 			func(label, value string) (string, string, error) {
 				if !allowed[label] {
 					return "", "", fmt.Errorf("field label not supported for %s: %s", kind, label)
+				}
+				if c := canonical[label]; c != nil {
+					value = c(value)
 				}
 				return label, value, nil
 			})
