@@ -68,6 +68,13 @@ type Config struct {
 	Resync   time.Duration
 	Log      *slog.Logger
 	Registry prometheus.Registerer
+	// Leading, when set, says whether this replica may write now. A leader
+	// stopped for longer than its lease (a SIGSTOP, a VM pause, a long GC
+	// or swap stall) wakes up believing it leads, with caches as old as the
+	// stall, while another replica has taken over; client-go notices only
+	// at its next renewal, up to the renew deadline later. Until Leading
+	// says yes, keys wait on their queues instead of being reconciled.
+	Leading func() bool
 }
 
 const uidIndex = "uid"
@@ -233,7 +240,7 @@ func Run(ctx context.Context, cfg Config) error {
 	run := func(q workqueue.TypedRateLimitingInterface[string], n int, f func(context.Context, string) (time.Duration, error)) {
 		for range n {
 			wg.Add(1)
-			go func() { defer wg.Done(); worker(ctx, q, f, cfg.Log) }()
+			go func() { defer wg.Done(); worker(ctx, q, f, cfg.Leading, cfg.Log) }()
 		}
 	}
 	run(m.machines, cfg.MachineWorkers, func(ctx context.Context, k string) (time.Duration, error) {
@@ -334,12 +341,26 @@ func allSynced[K comparable](m map[K]bool) bool {
 	return true
 }
 
-func worker(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], f func(context.Context, string) (time.Duration, error), log *slog.Logger) {
+// notLeadingRetry is how soon a key is tried again while the replica
+// cannot say it leads: a renewal takes a RetryPeriod (2 s) or the process
+// exits for a lost lease.
+const notLeadingRetry = time.Second
+
+func worker(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], f func(context.Context, string) (time.Duration, error),
+	leading func() bool, log *slog.Logger) {
 	name := queueNames[q]
 	for {
 		k, quit := q.Get()
 		if quit {
 			return
+		}
+		if leading != nil && !leading() {
+			// Act on nothing with caches that may be a stall old, while
+			// another replica may lead: the key waits, without counting
+			// as a failure.
+			q.AddAfter(k, notLeadingRetry)
+			q.Done(k)
+			continue
 		}
 		after, err := f(ctx, k)
 		switch {
