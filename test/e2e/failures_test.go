@@ -295,7 +295,7 @@ func (e *env) testUnschedulable(t *testing.T) {
 
 // A Ready machine whose agent stops answering while its VM keeps running
 // (a hung guest) is not Ready after the class's agentUnresponsiveTimeout,
-// and its pool disposes of it and replaces it.
+// says so with a Warning Event, and its pool disposes of it and replaces it.
 func (e *env) testHungGuest(t *testing.T) {
 	ns := e.namespace(t, "hung")
 	e.fleet(t, "hung", 3, func(c *v1alpha1.MacOSMachineClass) {
@@ -307,8 +307,10 @@ func (e *env) testHungGuest(t *testing.T) {
 	require.Equal(t, v1alpha1.MachineReady, victim.Status.Phase)
 	require.NoError(t, e.h.HangGuest(ns, victim.Status.VirtualMachineName))
 	hung := time.Now()
-	ev := e.waitEvent(t, ns, "MacOSMachine", victim.Name, "Disposed", "AgentUnresponsive")
-	assert.Contains(t, ev.Message, "agentUnresponsiveTimeout is 4s")
+	ev := e.waitEvent(t, ns, "MacOSMachine", victim.Name, "AgentUnresponsive", "agentUnresponsiveTimeout 4s")
+	assert.Equal(t, "Warning", ev.Type)
+	ev = e.waitEvent(t, ns, "MacOSMachine", victim.Name, "Disposed", "AgentUnresponsive")
+	assert.Contains(t, ev.Message, "agentUnresponsiveTimeout 4s")
 	t.Logf("hung guest disposed of %s after its agent stopped answering", time.Since(hung).Round(time.Millisecond))
 	e.gone(t, ns, victim.Name, 60*time.Second)
 	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })

@@ -495,14 +495,16 @@ func silentSince(st *v1alpha1.MacOSMachineStatus) (since time.Time, how string, 
 }
 
 // unresponsive says how the running guest's agent has been unresponsive
-// for longer than timeout, or "".
+// for longer than timeout, or "". It says since when, not for how long:
+// the message must not change while nothing else does, or every poll of a
+// hung machine would be a status write.
 func unresponsive(st v1alpha1.MacOSMachineStatus, timeout time.Duration, now time.Time) string {
 	since, how, ok := silentSince(&st)
 	if !ok || now.Sub(since) <= timeout {
 		return ""
 	}
-	return fmt.Sprintf("%s for %s, since %s; the class's agentUnresponsiveTimeout is %s",
-		how, now.Sub(since).Round(time.Second), since.UTC().Format(time.RFC3339), timeout)
+	return fmt.Sprintf("%s since %s, longer than the class's agentUnresponsiveTimeout %s",
+		how, since.UTC().Format(time.RFC3339), timeout)
 }
 
 // hungDeadline is when a machine whose agent is silent (or stuck) now will

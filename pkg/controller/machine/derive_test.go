@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -372,4 +373,39 @@ func TestDerive_StepsThatChangeNothingWriteNothing(t *testing.T) {
 	unsched.VMI = unschedulable(unsched.VMI)
 	assert.Contains(t, meta.FindStatusCondition(Derive(testMachine(), &unsched, t0).Status.Conditions, "VirtualMachineRunning").Message,
 		"Insufficient devices.kubevirt.io/kvm")
+}
+
+// A hung machine says since when its agent has been silent, not for how
+// long: a message that grows with every poll is a status write (an etcd
+// write and a watch event to every client) at every poll for as long as
+// the machine stays hung — for good, for a claimed one, which is left to
+// its claim's owner. (A stuck agent that answers still refreshes
+// lastSeenTime every agentSeenRefresh, as a Ready one does.)
+func TestDerive_AHungMachineIsNotRewrittenWhileItStaysHung(t *testing.T) {
+	for name, o := range map[string]Observed{
+		"agent silent": {Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), AgentAsked: true, AgentErr: client.ErrUnreachable},
+		"agent stuck": {Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), VMI: vmi(kubevirtv1.Running, t0),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), AgentAsked: true, Agent: &api.Status{Stage: api.StageReady, ObservedAt: stuckAt},
+			AgentSeen: t0.Add(4 * time.Minute)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := testMachine()
+			wasReady(metav1.ConditionFalse, t0, t0)(m)
+			if o.Agent != nil {
+				wasReady(metav1.ConditionTrue, t0, t0)(m)
+			}
+			m.Status = Derive(m, &o, t0.Add(4*time.Minute)).Status
+			require.True(t, Hung(m), "hung after agentUnresponsiveTimeout")
+			since := meta.FindStatusCondition(m.Status.Conditions, v1alpha1.MachineConditionReady).Message
+			assert.Contains(t, since, t0.UTC().Format(time.RFC3339), "says since when")
+
+			o.AgentSeen = o.AgentSeen.Add(time.Hour)
+			later := Derive(m, &o, t0.Add(64*time.Minute)).Status
+			assert.Equal(t, since, meta.FindStatusCondition(later.Conditions, v1alpha1.MachineConditionReady).Message)
+			if o.Agent == nil {
+				assert.False(t, statusChanged(&m.Status, &later, t0.Add(64*time.Minute)), "an hour later, still silent: nothing new to write")
+			}
+		})
+	}
 }

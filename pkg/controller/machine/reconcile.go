@@ -189,7 +189,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 	}
 
 	d := Derive(m, o, r.now())
-	if err := r.writeStatus(ctx, m, d.Status); err != nil {
+	if _, err := r.writeStatus(ctx, m, d.Status); err != nil {
 		return Result{}, err
 	}
 	if d.Fail != nil {
@@ -611,17 +611,20 @@ func (r *Reconciler) builderExit(ctx context.Context, job *batchv1.Job) (*Builde
 	return last, nil
 }
 
-// writeStatus writes the derived status when it says something new.
-func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, st v1alpha1.MacOSMachineStatus) error {
+// writeStatus writes the derived status when it says something new, and
+// returns the machine as it now is: the write's answer, or m when nothing
+// was written. A later write of the same pass conditioned on the machine's
+// resourceVersion must use it, or it conflicts with this one.
+func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, st v1alpha1.MacOSMachineStatus) (*v1alpha1.MacOSMachine, error) {
 	if !statusChanged(&m.Status, &st, r.now()) {
-		return nil
+		return m, nil
 	}
 	old := m.Status.Phase
 	updated := m.DeepCopy()
 	updated.Status = st
 	written, err := r.Client.DockeriosV1alpha1().MacOSMachines(m.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
-		return fmt.Errorf("writing status: %w", err)
+		return nil, fmt.Errorf("writing status: %w", err)
 	}
 	r.own.remember(m.ResourceVersion, written)
 	if old != st.Phase {
@@ -633,7 +636,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, 
 			r.Recorder.Eventf(m, corev1.EventTypeNormal, "Ready", "the guest agent reports Ready")
 		}
 	}
-	return nil
+	if hung := (&v1alpha1.MacOSMachine{Status: st}); Hung(hung) && !Hung(m) {
+		// The phase stays Ready: without an Event, the owner of a claimed
+		// machine (which nothing replaces) learns it hangs only from its
+		// conditions.
+		r.Recorder.Eventf(m, corev1.EventTypeWarning, ReasonAgentUnresponsive, "%s",
+			meta.FindStatusCondition(st.Conditions, v1alpha1.MachineConditionReady).Message)
+	}
+	return written, nil
 }
 
 // statusChanged ignores the agent's lastSeenTime, observedTime and
