@@ -64,16 +64,17 @@ func reconcile(ctx context.Context, o *Options, log *slog.Logger, reg prometheus
 	if err != nil {
 		return err
 	}
+	renewed := newRenewals(lock)
 	errc := make(chan error, 1)
 	var le *leaderelection.LeaderElector
 	le, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, ReleaseOnCancel: true,
+		Lock: renewed, ReleaseOnCancel: true,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: 2 * time.Second,
 		Name: o.LeaderElectionName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				log.Info("leading; starting reconcilers", "identity", id)
-				mcfg.Leading = func() bool { return leadsNow(le) }
+				mcfg.Leading = func() bool { return leadsNow(le.IsLeader, renewed) }
 				errc <- manager.Run(ctx, mcfg)
 			},
 			OnStoppedLeading: func() {
@@ -94,30 +95,6 @@ func reconcile(ctx context.Context, o *Options, log *slog.Logger, reg prometheus
 	default:
 		return nil
 	}
-}
-
-// The controller's lease: another replica may take it once it has gone
-// unrenewed for leaseDuration; the leader gives up after failing to renew
-// it for renewDeadline.
-const (
-	leaseDuration = 15 * time.Second
-	renewDeadline = 10 * time.Second
-)
-
-// leader is what leadsNow asks of a LeaderElector.
-type leader interface {
-	IsLeader() bool
-	Check(maxTolerableExpiredLease time.Duration) error
-}
-
-// leadsNow says whether this replica holds the lease and renewed it within
-// the renew deadline. Past that, although client-go still calls it leader
-// until a renewal fails (up to renewDeadline after it wakes from a stall),
-// another replica may have taken the lease; and a replica that saw another
-// holder is not leading, even before its OnStoppedLeading runs. The margin
-// between renewDeadline and leaseDuration covers writes already under way.
-func leadsNow(le leader) bool {
-	return le.IsLeader() && le.Check(renewDeadline-leaseDuration) == nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
