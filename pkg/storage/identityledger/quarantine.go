@@ -164,7 +164,10 @@ func (l *Ledger) liftQuarantineDrift(id *dockerio.MacOSIdentity, idRev int64, on
 	// A machine naming it takes it back (see machineRefDrift); one already
 	// on the free list stays there.
 	toPool := lifted.Status.Allocation == nil && !claimed && !onFreeList
-	if toPool {
+	switch {
+	case toPool && lifted.DeletionTimestamp != nil:
+		d.Message += "; it is being deleted, so it goes to no machine"
+	case toPool:
 		d.Message += "; it goes back to its pool"
 	}
 	d.fix = func(ctx context.Context) (bool, error) {
