@@ -18,10 +18,9 @@ package v1alpha1
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/dockerios/dockerios/pkg/identity"
 )
 
 // SelectableFields lists, per kind, the fields a list or watch may select on
@@ -51,7 +50,15 @@ var SelectableFields = map[string][]string{
 // identity stored with 74:71:8B:4F:D5:D9 instead of silently matching
 // nothing.
 var canonicalSelectorValues = map[string]map[string]func(string) string{
-	"MacOSIdentity": {"spec.macAddress": identity.CanonicalMACAddress},
+	"MacOSIdentity": {"spec.macAddress": canonicalMACAddress},
+}
+
+// canonicalMACAddress is pkg/identity's CanonicalMACAddress, which the
+// registry stores addresses with (a test holds the two together), spelled
+// out here so that the API package, which clients import, depends on no
+// other DockerIOS package.
+func canonicalMACAddress(s string) string {
+	return strings.ToUpper(strings.ReplaceAll(strings.TrimSpace(s), "-", ":"))
 }
 
 // addFieldLabelConversionFuncs tells the scheme which field selectors each

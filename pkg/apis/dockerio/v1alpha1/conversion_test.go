@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/identity"
 )
 
 // A field selector's value is compared with what storage holds, so a value
@@ -42,6 +43,7 @@ func TestConvertFieldLabel(t *testing.T) {
 		"a MAC address in lower case":      {kind: "MacOSIdentity", label: "spec.macAddress", value: "74:71:8b:4f:d5:d9", wantValue: "74:71:8B:4F:D5:D9"},
 		"a MAC address with dashes":        {kind: "MacOSIdentity", label: "spec.macAddress", value: "74-71-8b-4f-d5-d9", wantValue: "74:71:8B:4F:D5:D9"},
 		"a MAC address as stored":          {kind: "MacOSIdentity", label: "spec.macAddress", value: "74:71:8B:4F:D5:D9", wantValue: "74:71:8B:4F:D5:D9"},
+		"a MAC address with spaces around": {kind: "MacOSIdentity", label: "spec.macAddress", value: " 74:71:8b:4f:d5:d9 ", wantValue: "74:71:8B:4F:D5:D9"},
 		"a serial number is kept as given": {kind: "MacOSIdentity", label: "spec.serialNumber", value: "c02tm2zbhx87", wantValue: "c02tm2zbhx87"},
 		"another kind's field is kept":     {kind: "MacOSMachine", label: "status.phase", value: "ready", wantValue: "ready"},
 		"metadata.name":                    {kind: "MacOSIdentity", label: "metadata.name", value: "Demo-0", wantValue: "Demo-0"},
@@ -58,6 +60,9 @@ func TestConvertFieldLabel(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.label, label)
 			assert.Equal(t, tc.wantValue, value)
+			if tc.label == "spec.macAddress" {
+				assert.Equal(t, identity.CanonicalMACAddress(tc.value), value, "spelled as the registry stores it")
+			}
 		})
 	}
 }
