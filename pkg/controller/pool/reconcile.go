@@ -218,7 +218,7 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 	// longest, as the apiserver picks at create), then bind the pairs at
 	// once: each bind is a round trip through the apiserver, and a claim
 	// should not wait for the binds before it.
-	taken := map[string]bool{}
+	paired := map[string]bool{}
 	type pair struct {
 		c *v1alpha1.MacOSMachineClaim
 		m *v1alpha1.MacOSMachine
@@ -227,18 +227,30 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 	byReadySince := readyLongestFirst(live)
 	for _, c := range waiting {
 		for _, m := range byReadySince {
-			if taken[m.Name] || m.Status.ClaimRef != nil || !ready(m) || !matches(c, m) {
+			if paired[m.Name] || m.Status.ClaimRef != nil || !ready(m) || !matches(c, m) {
 				continue
 			}
-			taken[m.Name] = true
+			paired[m.Name] = true
 			pairs = append(pairs, pair{c, m})
 			break
 		}
 	}
+	// taken are the machines this pass bound. A bind that failed (its
+	// claim deleted meanwhile, the machine no longer Ready, a race lost)
+	// leaves its machine as the cache shows it: counting it bound would
+	// make a superfluous machine, and the next pass would scale down a
+	// Ready one to make up for it.
+	taken := map[string]bool{}
 	if len(pairs) > 0 {
 		start := time.Now()
-		errs = append(errs, parallel(len(pairs), func(i int) error { return r.bind(ctx, pairs[i].c, pairs[i].m) })...)
-		r.Log.Debug("bound claims", "namespace", namespace, "pool", name, "waiting", len(waiting), "bound", len(pairs), "took", time.Since(start).String())
+		bindErrs := parallel(len(pairs), func(i int) error { return r.bind(ctx, pairs[i].c, pairs[i].m) })
+		for i, err := range bindErrs {
+			if err == nil {
+				taken[pairs[i].m.Name] = true
+			}
+		}
+		errs = append(errs, bindErrs...)
+		r.Log.Debug("bound claims", "namespace", namespace, "pool", name, "waiting", len(waiting), "bound", len(taken), "tried", len(pairs), "took", time.Since(start).String())
 	}
 
 	// Keep replicas unbound machines (Ready or on their way), within
@@ -287,8 +299,12 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 		unbound += create
 	}
 	// Too many unbound (replicas lowered): remove those furthest from
-	// Ready, newest first.
-	if excess := unbound - want; excess > 0 {
+	// Ready, newest first. Not while machines this pool created are still
+	// missing from the cache: they are the newest and furthest from Ready,
+	// and deleting what the cache shows in their stead would take Ready
+	// machines; their arrival brings the pool back here (as a ReplicaSet
+	// waits for its expectations).
+	if excess := unbound - want; excess > 0 && inflight == 0 {
 		for i := len(live) - 1; i >= 0 && excess > 0; i-- {
 			m := live[i]
 			if m.Status.ClaimRef != nil || taken[m.Name] || ready(m) {
@@ -380,9 +396,14 @@ var errRetry = errors.New("retry")
 // IsRetry reports whether err only asks for another pass.
 func IsRetry(err error) bool { return errors.Is(err, errRetry) }
 
+// dispose deletes m as the cache shows it: the delete is conditioned on
+// its resourceVersion, so a machine the apiserver bound meanwhile (a claim
+// bound at create writes the machine's claimRef in its transaction) or
+// that changed otherwise is not deleted on a stale view; its change brings
+// the pool back here.
 func (r *Reconciler) dispose(ctx context.Context, m *v1alpha1.MacOSMachine, why string) error {
 	err := r.Client.DockeriosV1alpha1().MacOSMachines(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &m.UID}})
+		Preconditions: &metav1.Preconditions{UID: &m.UID, ResourceVersion: &m.ResourceVersion}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

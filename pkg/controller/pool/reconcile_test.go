@@ -18,15 +18,19 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -92,4 +96,140 @@ func TestReconcilePool_MakesMachinesOnlyWhileThePoolLives(t *testing.T) {
 			assert.Equal(t, tc.creates, creates, "machines created")
 		})
 	}
+}
+
+// scaleDownEnv is a pool "warm" in namespace ci with replicas, whose
+// cache shows machines, and an API that holds stored (by name) as they
+// are now, which may be newer than the cache.
+type scaleDownEnv struct {
+	r      *Reconciler
+	client *fake.Clientset
+}
+
+func newScaleDownEnv(t *testing.T, replicas int32, cached []*v1alpha1.MacOSMachine, claims []*v1alpha1.MacOSMachineClaim, stored ...runtime.Object) *scaleDownEnv {
+	t.Helper()
+	p := &v1alpha1.MacOSMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "warm", Namespace: "ci", UID: "pool-uid", ResourceVersion: "1"},
+		Spec:       v1alpha1.MacOSMachinePoolSpec{ClassName: "standard", Replicas: ptr.To(replicas)},
+	}
+	client := fake.NewSimpleClientset(append([]runtime.Object{p}, stored...)...) //nolint:staticcheck // as above
+	index := func() cache.Indexer {
+		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	}
+	pools, machines, claimIndex := index(), index(), index()
+	require.NoError(t, pools.Add(p))
+	for _, m := range cached {
+		require.NoError(t, machines.Add(m))
+	}
+	for _, c := range claims {
+		require.NoError(t, claimIndex.Add(c))
+	}
+	return &scaleDownEnv{client: client, r: &Reconciler{
+		Client:   client,
+		Pools:    dlisters.NewMacOSMachinePoolLister(pools),
+		Machines: dlisters.NewMacOSMachineLister(machines),
+		Claims:   dlisters.NewMacOSMachineClaimLister(claimIndex),
+		Recorder: record.NewFakeRecorder(100),
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}}
+}
+
+// verbs lists the writes of machines made, as "create" or "delete <name>".
+func (e *scaleDownEnv) verbs() []string {
+	var out []string
+	for _, a := range e.client.Actions() {
+		if a.GetResource().Resource != "macosmachines" {
+			continue
+		}
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			out = append(out, "create")
+		case k8stesting.DeleteAction:
+			out = append(out, "delete "+a.GetName())
+		}
+	}
+	return out
+}
+
+func poolMachine(name, rv string, isReady bool) *v1alpha1.MacOSMachine {
+	m := &v1alpha1.MacOSMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ci", UID: types.UID(name + "-uid"), ResourceVersion: rv,
+			CreationTimestamp: metav1.Now(), Labels: map[string]string{v1alpha1.MachinePoolLabel: "warm"}},
+		Spec:   v1alpha1.MacOSMachineSpec{ClassName: "standard", PoolName: "warm"},
+		Status: v1alpha1.MacOSMachineStatus{Phase: v1alpha1.MachineStarting},
+	}
+	if isReady {
+		m.Status.Phase = v1alpha1.MachineReady
+		m.Status.Conditions = []metav1.Condition{{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionTrue,
+			Reason: "GuestReady", LastTransitionTime: metav1.Now()}}
+	}
+	return m
+}
+
+// Scaling down deletes a machine as the cache shows it, conditioned on its
+// resourceVersion: the apiserver may have bound it to a claim at create
+// meanwhile, and deleting it would leave that claim Lost a moment after
+// it was Bound.
+func TestReconcilePool_ScaleDownSparesAMachineBoundMeanwhile(t *testing.T) {
+	cached := poolMachine("warm-a", "5", true)
+	bound := cached.DeepCopy()
+	bound.ResourceVersion = "6"
+	bound.Status.ClaimRef = &v1alpha1.ClaimReference{Name: "job", UID: "job-uid"}
+	e := newScaleDownEnv(t, 0, []*v1alpha1.MacOSMachine{cached}, nil, bound)
+	e.client.PrependReactor("delete", "macosmachines", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// As the apiserver checks a delete's preconditions.
+		if p := a.(k8stesting.DeleteActionImpl).DeleteOptions.Preconditions; p != nil && p.ResourceVersion != nil && *p.ResourceVersion != bound.ResourceVersion {
+			return true, nil, apierrors.NewConflict(v1alpha1.Resource("macosmachines"), a.(k8stesting.DeleteAction).GetName(),
+				errors.New("the ResourceVersion in the precondition does not match"))
+		}
+		return false, nil, nil
+	})
+
+	require.NoError(t, e.r.ReconcilePool(context.Background(), "ci", "warm"))
+
+	_, err := e.client.DockeriosV1alpha1().MacOSMachines("ci").Get(context.Background(), "warm-a", metav1.GetOptions{})
+	assert.NoError(t, err, "the machine bound meanwhile is kept")
+	assert.Empty(t, e.r.Recorder.(*record.FakeRecorder).Events, "no Disposed event for a delete that did not happen")
+}
+
+// While machines the pool created are not in the cache yet, it deletes
+// none to scale down: the excess is theirs, the newest and furthest from
+// Ready, and deleting what the cache shows instead would take the Ready
+// machine and keep two cold ones.
+func TestReconcilePool_ScaleDownWaitsForTheMachinesItCreated(t *testing.T) {
+	e := newScaleDownEnv(t, 1, []*v1alpha1.MacOSMachine{poolMachine("warm-a", "5", true)}, nil)
+	now := time.Now()
+	e.r.expect.add("ci/warm", "warm-b", now) // created when replicas were 3
+	e.r.expect.add("ci/warm", "warm-c", now)
+
+	require.NoError(t, e.r.ReconcilePool(context.Background(), "ci", "warm"))
+
+	assert.Empty(t, e.verbs(), "no machine deleted (nor made) until the cache shows warm-b and warm-c")
+}
+
+// A bind that fails (here: its claim was deleted meanwhile) leaves its
+// machine unbound as far as the pool counts: counting it bound would make
+// a superfluous machine, which the next pass would pay for with a Ready
+// one.
+func TestReconcilePool_AFailedBindLeavesItsMachineUnbound(t *testing.T) {
+	claim := &v1alpha1.MacOSMachineClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ci", UID: "job-uid", CreationTimestamp: metav1.Now()},
+		Spec:       v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"},
+		Status:     v1alpha1.MacOSMachineClaimStatus{Phase: v1alpha1.ClaimPending},
+	}
+	e := newScaleDownEnv(t, 1, []*v1alpha1.MacOSMachine{poolMachine("warm-a", "5", true)}, []*v1alpha1.MacOSMachineClaim{claim})
+	binds := 0
+	e.client.PrependReactor("create", "macosmachineclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "bind" {
+			return false, nil, nil
+		}
+		binds++
+		return true, nil, apierrors.NewNotFound(v1alpha1.Resource("macosmachineclaims"), "job")
+	})
+
+	err := e.r.ReconcilePool(context.Background(), "ci", "warm")
+
+	require.Error(t, err, "the failed bind is reported")
+	assert.Equal(t, 1, binds)
+	assert.Empty(t, e.verbs(), "warm-a is still the pool's one unbound machine: nothing to make")
 }
