@@ -556,6 +556,11 @@ func ValidateMacOSMachineClaimStatusUpdate(c, old *dockerio.MacOSMachineClaim) f
 		allErrs = append(allErrs, field.Invalid(fld.Child("phase"), c.Status.Phase, "a claim becomes Bound only through the bind subresource, which sets status.machineName"))
 	case c.Status.Phase == dockerio.ClaimPending && c.Status.MachineName != "":
 		allErrs = append(allErrs, field.Invalid(fld.Child("phase"), c.Status.Phase, fmt.Sprintf("the claim was bound to MacOSMachine %s; a claim that was bound is never Pending again", c.Status.MachineName)))
+	case old.Status.Phase == dockerio.ClaimLost && c.Status.Phase != dockerio.ClaimLost:
+		// A claim made Lost left its pool's queue in that write; made
+		// Pending again it would wait in no queue, overtaken by every
+		// newer claim.
+		allErrs = append(allErrs, field.Invalid(fld.Child("phase"), c.Status.Phase, "a Lost claim stays Lost; delete it and create another to ask for a machine again"))
 	case c.Status.Phase == dockerio.ClaimLost && old.Status.Phase == dockerio.ClaimBound:
 		// The machine would stay bound to a claim that says it has none.
 		allErrs = append(allErrs, field.Invalid(fld.Child("phase"), c.Status.Phase, fmt.Sprintf("a bound claim becomes Lost only when its machine goes, in the write that deletes MacOSMachine %s; delete the machine, or the claim to release it", c.Status.MachineName)))

@@ -1429,6 +1429,16 @@ func TestValidateMacOSMachineClaimStatusUpdate(t *testing.T) {
 			want:   []fieldErr{invalid("status.phase")},
 		},
 		"Lost claim staying Lost is accepted": {old: lost, mutate: lost},
+		"unbound Lost claim made Pending again": {
+			old:    func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimLost },
+			mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimPending },
+			want:   []fieldErr{invalid("status.phase")},
+		},
+		"unbound Lost claim given no phase": {
+			old:    func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimLost },
+			mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = "" },
+			want:   []fieldErr{invalid("status.phase")},
+		},
 		"claim Bound without machineName": {
 			mutate: func(c *dockerio.MacOSMachineClaim) { c.Status.Phase = dockerio.ClaimBound },
 			want:   []fieldErr{invalid("status.phase")},
