@@ -490,6 +490,10 @@ func equalStatus(a, b *v1alpha1.MacOSMachinePoolStatus) bool {
 	return true
 }
 
+// ReasonMachineNameTaken is the Warning Event on a class claim whose
+// machine's name (the claim's) is taken by a machine not made for it.
+const ReasonMachineNameTaken = "MachineNameTaken"
+
 // ReconcileClassClaim gives a claim that names a class its own machine,
 // binds it when Ready, and disposes of it when it fails (the claim then
 // shows Lost, written by the apiserver in the machine's deletion).
@@ -508,6 +512,14 @@ func (r *Reconciler) ReconcileClassClaim(ctx context.Context, namespace, name st
 		return err
 	}
 	if m != nil && m.Labels[v1alpha1.ClaimUIDLabel] != string(c.UID) {
+		if _, earlier := m.Labels[v1alpha1.ClaimUIDLabel]; !earlier && pending(c) {
+			// Not the machine of an earlier claim of this name, which goes
+			// once that claim has: someone else's, which only a person can
+			// move. Said on the claim, which would otherwise wait without
+			// a word (repeats are counted on one Event by the recorder).
+			r.Recorder.Eventf(c, corev1.EventTypeWarning, ReasonMachineNameTaken,
+				"MacOSMachine %s already exists and was not made for this claim; a class claim's machine is named after the claim: delete that machine, or create the claim under another name", mName)
+		}
 		return fmt.Errorf("machine %s exists and is not claim %s's", mName, c.Name)
 	}
 	if !pending(c) {

@@ -233,3 +233,44 @@ func TestReconcilePool_AFailedBindLeavesItsMachineUnbound(t *testing.T) {
 	assert.Equal(t, 1, binds)
 	assert.Empty(t, e.verbs(), "warm-a is still the pool's one unbound machine: nothing to make")
 }
+
+// A class claim whose name a machine not made for it already has (a
+// person's, a pool's) cannot get its machine, which is named after it: it
+// says so with a Warning Event and makes nothing, while a machine left by
+// an earlier claim of the same name is only waited for.
+func TestReconcileClassClaim_SaysWhenItsMachineNameIsTaken(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		claimUID  string // the label on the existing machine; "" for none
+		wantEvent bool
+	}{
+		{name: "a machine not made for a claim", wantEvent: true},
+		{name: "an earlier claim's machine, going", claimUID: "earlier-uid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &v1alpha1.MacOSMachineClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "build1", Namespace: "ci", UID: "build1-uid", CreationTimestamp: metav1.Now()},
+				Spec:       v1alpha1.MacOSMachineClaimSpec{ClassName: "standard"},
+				Status:     v1alpha1.MacOSMachineClaimStatus{Phase: v1alpha1.ClaimPending},
+			}
+			other := poolMachine("build1", "5", true)
+			other.Labels = map[string]string{}
+			if tc.claimUID != "" {
+				other.Labels[v1alpha1.ClaimUIDLabel] = tc.claimUID
+			}
+			e := newScaleDownEnv(t, 0, []*v1alpha1.MacOSMachine{other}, []*v1alpha1.MacOSMachineClaim{claim})
+
+			err := e.r.ReconcileClassClaim(context.Background(), "ci", "build1")
+
+			require.Error(t, err, "retried: the name may come free")
+			assert.Empty(t, e.verbs(), "no machine made or deleted")
+			events := e.r.Recorder.(*record.FakeRecorder).Events
+			if !tc.wantEvent {
+				assert.Empty(t, events)
+				return
+			}
+			require.Len(t, events, 1)
+			assert.Contains(t, <-events, "Warning MachineNameTaken MacOSMachine build1 already exists and was not made for this claim")
+		})
+	}
+}
