@@ -393,8 +393,24 @@ func (r *Reconciler) bind(ctx context.Context, c *v1alpha1.MacOSMachineClaim, m 
 // errRetry asks for a requeue without being an error worth logging.
 var errRetry = errors.New("retry")
 
-// IsRetry reports whether err only asks for another pass.
-func IsRetry(err error) bool { return errors.Is(err, errRetry) }
+// IsRetry reports whether err only asks for another pass: every error
+// joined in it does, so that a real error of the same pass (a failed
+// create or delete beside a lost race) is still logged.
+func IsRetry(err error) bool {
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		errs := e.Unwrap()
+		for _, e := range errs {
+			if !IsRetry(e) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	case interface{ Unwrap() error }:
+		return IsRetry(e.Unwrap())
+	}
+	return err == errRetry // wrappers are unwrapped above
+}
 
 // dispose deletes m as the cache shows it: the delete is conditioned on
 // its resourceVersion, so a machine the apiserver bound meanwhile (a claim

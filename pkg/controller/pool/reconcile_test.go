@@ -274,3 +274,27 @@ func TestReconcileClassClaim_SaysWhenItsMachineNameIsTaken(t *testing.T) {
 		})
 	}
 }
+
+// A pass that only lost races asks quietly for another; one with a real
+// error beside them reports it.
+func TestIsRetry(t *testing.T) {
+	real := errors.New("creating a machine for pool warm: forbidden")
+	for name, tc := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"nil":                          {nil, false},
+		"a lost race":                  {errRetry, true},
+		"lost races joined":            {errors.Join(errRetry, nil, errRetry), true},
+		"a lost race, wrapped":         {fmt.Errorf("binding: %w", errRetry), true},
+		"a real error":                 {real, false},
+		"a real error beside a race":   {errors.Join(errRetry, real), false},
+		"nested, a real error in":      {errors.Join(errRetry, errors.Join(errRetry, real)), false},
+		"nested, only races":           {errors.Join(errors.Join(errRetry), errRetry), true},
+		"wrapped join with a real one": {fmt.Errorf("pass: %w", errors.Join(errRetry, real)), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, IsRetry(tc.err))
+		})
+	}
+}
