@@ -74,6 +74,14 @@ func (machineStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	if !slices.Contains(m.Finalizers, dockerio.MachineTeardownFinalizer) {
 		m.Finalizers = append(m.Finalizers, dockerio.MachineTeardownFinalizer)
 	}
+	if _, ok := m.Labels[dockerio.MachinePoolLabel]; !ok && m.Spec.PoolName != "" {
+		// The label its pool counts it by, defaulted from spec.poolName
+		// (validation holds the two together).
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		m.Labels[dockerio.MachinePoolLabel] = m.Spec.PoolName
+	}
 }
 
 // PrepareForUpdate keeps the stored status and counts spec changes in the

@@ -394,7 +394,25 @@ func validateIdentitySpec(s *dockerio.MacOSIdentitySpec, fld *field.Path) field.
 func ValidateMacOSMachine(m *dockerio.MacOSMachine) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&m.ObjectMeta, true, ValidateLabelName, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateMachineSpec(&m.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, validateMachinePoolLabel(m)...)
 	return allErrs
+}
+
+// validateMachinePoolLabel holds a machine's dockerios.io/pool label to
+// its spec.poolName: the pool counts and disposes of its machines by the
+// label, the apiserver binds them by spec.poolName, and a machine whose
+// two disagreed (the label removed by hand) could be bound for its pool
+// and then, released, never be disposed of, its identity held for good.
+func validateMachinePoolLabel(m *dockerio.MacOSMachine) field.ErrorList {
+	fld := field.NewPath("metadata", "labels").Key(dockerio.MachinePoolLabel)
+	v, ok := m.Labels[dockerio.MachinePoolLabel]
+	switch {
+	case m.Spec.PoolName == "" && ok:
+		return field.ErrorList{field.Forbidden(fld, "is set by DockerIOS on a pool's machines, to spec.poolName; this machine is of no pool")}
+	case m.Spec.PoolName != "" && v != m.Spec.PoolName:
+		return field.ErrorList{field.Invalid(fld, v, fmt.Sprintf("must name the machine's pool, spec.poolName (%s): the pool counts its machines by this label", m.Spec.PoolName))}
+	}
+	return nil
 }
 
 // ValidateMacOSMachineUpdate validates a machine update: the spec is
@@ -402,6 +420,7 @@ func ValidateMacOSMachine(m *dockerio.MacOSMachine) field.ErrorList {
 func ValidateMacOSMachineUpdate(m, old *dockerio.MacOSMachine) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&m.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(m.Spec, old.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, validateMachinePoolLabel(m)...)
 	return allErrs
 }
 

@@ -979,6 +979,17 @@ func TestValidateMacOSIdentityStatusUpdate(t *testing.T) {
 // ---------------------------------------------------------------------------
 // MacOSMachine
 
+// inPool makes a machine one of pool's, as a pool makes it.
+func inPool(pool string) func(*dockerio.MacOSMachine) {
+	return func(m *dockerio.MacOSMachine) {
+		m.Spec.PoolName = pool
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		m.Labels[dockerio.MachinePoolLabel] = pool
+	}
+}
+
 func TestValidateMacOSMachine(t *testing.T) {
 	cases := map[string]struct {
 		mutate func(*dockerio.MacOSMachine)
@@ -1006,9 +1017,21 @@ func TestValidateMacOSMachine(t *testing.T) {
 			mutate: func(m *dockerio.MacOSMachine) { m.Spec.ImageName = "Sonoma" },
 			want:   []fieldErr{invalid("spec.imageName")},
 		},
-		"pool name is accepted": {mutate: func(m *dockerio.MacOSMachine) { m.Spec.PoolName = "warm" }},
+		"pool name with its label is accepted": {mutate: inPool("warm")},
+		"pool name without its label is Invalid": {
+			mutate: func(m *dockerio.MacOSMachine) { m.Spec.PoolName = "warm" },
+			want:   []fieldErr{invalid("metadata.labels[dockerios.io/pool]")},
+		},
+		"pool label naming another pool is Invalid": {
+			mutate: func(m *dockerio.MacOSMachine) { inPool("warm")(m); m.Labels[dockerio.MachinePoolLabel] = "cold" },
+			want:   []fieldErr{invalid("metadata.labels[dockerios.io/pool]")},
+		},
+		"pool label on a machine of no pool is Forbidden": {
+			mutate: func(m *dockerio.MacOSMachine) { m.Labels = map[string]string{dockerio.MachinePoolLabel: "warm"} },
+			want:   []fieldErr{forbidden("metadata.labels[dockerios.io/pool]")},
+		},
 		"pool name that is not a label is Invalid": {
-			mutate: func(m *dockerio.MacOSMachine) { m.Spec.PoolName = "warm.pool" },
+			mutate: inPool("warm.pool"),
 			want:   []fieldErr{invalid("spec.poolName")},
 		},
 		"VM label with a bad key is Invalid": {
@@ -1031,6 +1054,7 @@ func TestValidateMacOSMachine(t *testing.T) {
 
 func TestValidateMacOSMachineUpdate(t *testing.T) {
 	cases := map[string]struct {
+		old    func(*dockerio.MacOSMachine)
 		mutate func(*dockerio.MacOSMachine)
 		want   []fieldErr
 	}{
@@ -1044,10 +1068,24 @@ func TestValidateMacOSMachineUpdate(t *testing.T) {
 		"image is immutable":      {mutate: func(m *dockerio.MacOSMachine) { m.Spec.ImageName = "sequoia" }, want: []fieldErr{invalid("spec")}},
 		"VM labels are immutable": {mutate: func(m *dockerio.MacOSMachine) { m.Spec.VMLabels["app"] = "runner" }, want: []fieldErr{invalid("spec")}},
 		"namespace is immutable":  {mutate: func(m *dockerio.MacOSMachine) { m.Namespace = "other" }, want: []fieldErr{invalid("metadata.namespace")}},
+		// The pool counts its machines by the label: removed, the machine
+		// would still be bound for the pool, and never disposed of by it.
+		"a pool machine's pool label may not be removed": {
+			old:    inPool("warm"),
+			mutate: func(m *dockerio.MacOSMachine) { delete(m.Labels, dockerio.MachinePoolLabel) },
+			want:   []fieldErr{invalid("metadata.labels[dockerios.io/pool]")},
+		},
+		"a pool machine's other labels may change": {
+			old:    inPool("warm"),
+			mutate: func(m *dockerio.MacOSMachine) { m.Labels["team"] = "macos" },
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			old := registrytest.Machine("mac-1")
+			if tc.old != nil {
+				tc.old(old)
+			}
 			old.ResourceVersion = "1"
 			m := old.DeepCopy()
 			tc.mutate(m)

@@ -71,6 +71,10 @@ func TestStorage_CreateValidatesMachine(t *testing.T) {
 		"no class":         {mutate: func(m *dockerio.MacOSMachine) { m.Spec.ClassName = "" }, wantField: "spec.className"},
 		"name not a label": {mutate: func(m *dockerio.MacOSMachine) { m.Name = "Not_A_Label" }, wantField: "metadata.name"},
 		"bad vm label":     {mutate: func(m *dockerio.MacOSMachine) { m.Spec.VMLabels = map[string]string{"a b": "c"} }, wantField: "spec.vmLabels"},
+		"pool label naming another pool": {mutate: func(m *dockerio.MacOSMachine) {
+			m.Spec.PoolName = "warm"
+			m.Labels = map[string]string{dockerio.MachinePoolLabel: "cold"}
+		}, wantField: "metadata.labels[dockerios.io/pool]"},
 	}
 	s := newStorage(t)
 	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
@@ -88,6 +92,20 @@ func TestStorage_CreateValidatesMachine(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.wantField)
 		})
 	}
+}
+
+// A pool's machine made without the label its pool counts it by gets it.
+func TestStorage_CreateLabelsAPoolsMachine(t *testing.T) {
+	s := newStorage(t)
+	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
+	m := registrytest.Machine("mac-1")
+	m.Spec.PoolName = "warm"
+	delete(m.Labels, dockerio.MachinePoolLabel)
+
+	obj, err := s.Machine.Create(ctx, m, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+
+	require.NoError(t, err)
+	assert.Equal(t, "warm", obj.(*dockerio.MacOSMachine).Labels[dockerio.MachinePoolLabel])
 }
 
 func TestStorage_UpdateAllowsMetadataButNotSpec(t *testing.T) {
