@@ -420,7 +420,13 @@ func validateMachinePoolLabel(m *dockerio.MacOSMachine) field.ErrorList {
 func ValidateMacOSMachineUpdate(m, old *dockerio.MacOSMachine) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&m.ObjectMeta, &old.ObjectMeta, field.NewPath("metadata"))
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(m.Spec, old.Spec, field.NewPath("spec"))...)
-	allErrs = append(allErrs, validateMachinePoolLabel(m)...)
+	oldLabel, hadLabel := old.Labels[dockerio.MachinePoolLabel]
+	if label, hasLabel := m.Labels[dockerio.MachinePoolLabel]; label != oldLabel || hasLabel != hadLabel {
+		// Only a change is checked: a machine stored before the rule with
+		// a label that disagrees must still take the writes that let it
+		// go (its finalizer's removal, the garbage collector's).
+		allErrs = append(allErrs, validateMachinePoolLabel(m)...)
+	}
 	return allErrs
 }
 

@@ -1079,6 +1079,24 @@ func TestValidateMacOSMachineUpdate(t *testing.T) {
 			old:    inPool("warm"),
 			mutate: func(m *dockerio.MacOSMachine) { m.Labels["team"] = "macos" },
 		},
+		"a pool machine's pool label may not name another pool": {
+			old:    inPool("warm"),
+			mutate: func(m *dockerio.MacOSMachine) { m.Labels[dockerio.MachinePoolLabel] = "cold" },
+			want:   []fieldErr{invalid("metadata.labels[dockerios.io/pool]")},
+		},
+		// Stored before the label was held to spec.poolName: its finalizer
+		// must still come off, or it would never go.
+		"a machine stored without its pool label still takes other writes": {
+			old: func(m *dockerio.MacOSMachine) {
+				m.Spec.PoolName = "warm"
+				m.Finalizers = []string{dockerio.MachineTeardownFinalizer}
+			},
+			mutate: func(m *dockerio.MacOSMachine) { m.Finalizers = nil },
+		},
+		"a machine stored without its pool label may get it": {
+			old:    func(m *dockerio.MacOSMachine) { m.Spec.PoolName = "warm" },
+			mutate: func(m *dockerio.MacOSMachine) { m.Labels[dockerio.MachinePoolLabel] = "warm" },
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
