@@ -304,7 +304,13 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 	// and deleting what the cache shows in their stead would take Ready
 	// machines; their arrival brings the pool back here (as a ReplicaSet
 	// waits for its expectations).
-	if excess := unbound - want; excess > 0 && inflight == 0 {
+	excess := unbound - want
+	if excess > 0 && inflight > 0 {
+		// Come back: a machine created and deleted before the cache
+		// showed it brings no event, and its expectation only lapses.
+		errs = append(errs, errRetry)
+	}
+	if excess > 0 && inflight == 0 {
 		for i := len(live) - 1; i >= 0 && excess > 0; i-- {
 			m := live[i]
 			if m.Status.ClaimRef != nil || taken[m.Name] || ready(m) {
