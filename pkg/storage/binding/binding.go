@@ -205,6 +205,8 @@ func refusal(claim *dockerio.MacOSMachineClaim, m *dockerio.MacOSMachine) string
 		return "the claim is being deleted"
 	case claim.Status.MachineName != "":
 		return fmt.Sprintf("the claim is already bound to MacOSMachine %s; a bound claim is never re-bound", claim.Status.MachineName)
+	case claim.Status.Phase == dockerio.ClaimLost:
+		return "the claim is Lost, and a Lost claim stays Lost; create another claim"
 	case m.DeletionTimestamp != nil:
 		return "the machine is being deleted"
 	case m.Status.ClaimRef != nil:

@@ -143,8 +143,23 @@ func TestBind_WritesClaimAndMachineTogether(t *testing.T) {
 func TestBind_RefusesWithTheReason(t *testing.T) {
 	cases := map[string]struct {
 		setup func(t *testing.T, e *env)
-		want  string
+		// claimed, if set, runs once the claim is made.
+		claimed func(t *testing.T, e *env)
+		want    string
 	}{
+		// Made Lost through /status while waiting, it left its pool's
+		// queue; bound, it would be the one way out of Lost.
+		"claim made Lost": {
+			setup: func(t *testing.T, e *env) { e.readyMachine(t, "mac-1") },
+			claimed: func(t *testing.T, e *env) {
+				lost := e.getClaim(t, "ci-1")
+				lost.Status.Phase = dockerio.ClaimLost
+				_, _, err := e.claims.Status.Update(e.ctx(), "ci-1", rest.DefaultUpdatedObjectInfo(lost),
+					rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+				require.NoError(t, err)
+			},
+			want: "the claim is Lost",
+		},
 		"machine not Ready": {
 			setup: func(t *testing.T, e *env) {
 				_, err := e.machines.Machine.Create(e.ctx(), func() *dockerio.MacOSMachine {
@@ -191,6 +206,9 @@ func TestBind_RefusesWithTheReason(t *testing.T) {
 			e := newEnv(t, registrytest.AllowAll)
 			tc.setup(t, e)
 			e.claim(t, "ci-1")
+			if tc.claimed != nil {
+				tc.claimed(t, e)
+			}
 			_, err := e.bind("ci-1", "mac-1")
 			require.True(t, apierrors.IsConflict(err), "want 409, got %v", err)
 			assert.Contains(t, err.Error(), tc.want)
