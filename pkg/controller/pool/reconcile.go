@@ -194,7 +194,14 @@ func (r *Reconciler) ReconcilePool(ctx context.Context, namespace, name string) 
 	var live []*v1alpha1.MacOSMachine
 	for _, m := range machines {
 		if why := Disposable(m); why != "" {
-			errs = append(errs, r.dispose(ctx, m, why))
+			deleted, err := r.disposeOf(ctx, m, why)
+			if deleted && !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased) {
+				// Said on the pool too: a class whose machines keep
+				// failing shows on the pool as one aggregated Event, not
+				// only on machines that are gone.
+				r.Recorder.Eventf(p, corev1.EventTypeWarning, ReasonMachineReplaced, "replacing MacOSMachine %s: %s", m.Name, why)
+			}
+			errs = append(errs, err)
 			continue
 		}
 		if m.DeletionTimestamp == nil {
@@ -424,17 +431,23 @@ func IsRetry(err error) bool {
 // that changed otherwise is not deleted on a stale view; its change brings
 // the pool back here.
 func (r *Reconciler) dispose(ctx context.Context, m *v1alpha1.MacOSMachine, why string) error {
+	_, err := r.disposeOf(ctx, m, why)
+	return err
+}
+
+// disposeOf is dispose, saying whether this call deleted the machine.
+func (r *Reconciler) disposeOf(ctx context.Context, m *v1alpha1.MacOSMachine, why string) (bool, error) {
 	err := r.Client.DockeriosV1alpha1().MacOSMachines(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &m.UID, ResourceVersion: &m.ResourceVersion}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("deleting machine %s: %w", m.Name, err)
+		return false, fmt.Errorf("deleting machine %s: %w", m.Name, err)
 	}
 	r.Recorder.Eventf(m, corev1.EventTypeNormal, "Disposed", "deleted the machine because %s", why)
 	r.Log.Info("disposed of machine", "namespace", m.Namespace, "machine", m.Name, "because", why)
-	return nil
+	return true, nil
 }
 
 // Reasons of a pool's Ready condition.
@@ -511,6 +524,10 @@ func equalStatus(a, b *v1alpha1.MacOSMachinePoolStatus) bool {
 	}
 	return true
 }
+
+// ReasonMachineReplaced is the Warning Event on a pool that deleted one of
+// its machines because it failed or its guest broke, to replace it.
+const ReasonMachineReplaced = "MachineReplaced"
 
 // ReasonMachineNameTaken is the Warning Event on a class claim whose
 // machine's name (the claim's) is taken by a machine not made for it.

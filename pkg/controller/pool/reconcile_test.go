@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,6 +297,49 @@ func TestIsRetry(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.Equal(t, tc.want, IsRetry(tc.err))
+		})
+	}
+}
+
+// A machine that failed is replaced, and the pool says so: when a class's
+// machines keep failing, the pool's Events show it (aggregated into one),
+// not only Events on machines that are gone. A released machine (its claim
+// deleted) is disposed of without a word on the pool.
+func TestReconcilePool_SaysWhenItReplacesAFailedMachine(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		mutate    func(*v1alpha1.MacOSMachine)
+		wantEvent string
+	}{
+		{name: "failed", wantEvent: "Warning MachineReplaced replacing MacOSMachine warm-a: it failed: StartTimeout: the agent never reported",
+			mutate: func(m *v1alpha1.MacOSMachine) {
+				m.Status.Phase = v1alpha1.MachineFailed
+				m.Status.Conditions = []metav1.Condition{{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse,
+					Reason: "StartTimeout", Message: "the agent never reported"}}
+			}},
+		{name: "released", mutate: func(m *v1alpha1.MacOSMachine) {
+			m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: v1alpha1.MachineReleased, Status: metav1.ConditionTrue, Reason: "ClaimDeleted"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := poolMachine("warm-a", "5", true)
+			tc.mutate(m)
+			e := newScaleDownEnv(t, 0, []*v1alpha1.MacOSMachine{m}, nil, m.DeepCopy())
+
+			require.NoError(t, e.r.ReconcilePool(context.Background(), "ci", "warm"))
+
+			assert.Equal(t, []string{"delete warm-a"}, e.verbs())
+			var poolEvents []string
+			for events := e.r.Recorder.(*record.FakeRecorder).Events; len(events) > 0; {
+				if ev := <-events; !strings.HasPrefix(ev, "Normal Disposed") {
+					poolEvents = append(poolEvents, ev)
+				}
+			}
+			if tc.wantEvent == "" {
+				assert.Empty(t, poolEvents)
+				return
+			}
+			assert.Equal(t, []string{tc.wantEvent}, poolEvents)
 		})
 	}
 }
