@@ -19,6 +19,7 @@ package identityledger_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,4 +115,36 @@ func TestIdentityMarkedForDeletion_DryRunLeavesItFree(t *testing.T) {
 	require.NotNil(t, m.Status.IdentityRef)
 	assert.Equal(t, id.Name, m.Status.IdentityRef.Name)
 	e.assertConsistent(t)
+}
+
+// An identity marked for deletion while held (by hand in etcd, or by an
+// apiserver without the rule that refuses it), whose machine then went
+// behind the ledger's back, is given back by the repair to nobody: not to
+// the machine waiting in its pool, nor onto the free list.
+func TestIdentityMarkedForDeletion_RepairGivesItToNobody(t *testing.T) {
+	// setup
+	e := newEnv(t)
+	r := newRaw(t, e)
+	e.addIdentity(t, e.nextIdentity())
+	held := e.createMachine(t, "mac-1")
+	require.NotNil(t, held.Status.IdentityRef)
+	waiting := e.createMachine(t, "mac-2")
+	require.Nil(t, waiting.Status.IdentityRef, "the pool's one identity is held")
+	id := e.identity(t, held.Status.IdentityRef.Name)
+	id.Finalizers = []string{"example.com/hold"}
+	id.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	id.ResourceVersion = ""
+	r.putObject(r.identities, r.identities.Key("", id.Name), id)
+	r.del(r.machines.Key("default", "mac-1"))
+
+	// execute
+	repairer, _ := newRepairer(t, e)
+	repaired, err := repairer.Repair(context.Background())
+	require.NoError(t, err)
+
+	// assert
+	assert.Contains(t, kinds(repaired), identityledger.DriftDanglingHolder)
+	assert.Nil(t, e.identity(t, id.Name).Status.Allocation, "released")
+	assert.Nil(t, e.machine(t, "mac-2").Status.IdentityRef, "an identity being deleted is given to no waiting machine")
+	assert.Empty(t, r.freeList(), "nor put on the free list")
 }

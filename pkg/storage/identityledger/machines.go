@@ -202,9 +202,16 @@ func (s *machineStorage) createHolding(ctx context.Context, key, mKey string, m 
 }
 
 // allocatable says whether a free-list entry's identity may be given to a
-// machine: it is free, no duplicate, and not marked for deletion.
+// machine: it is free and not withheld.
 func allocatable(id *dockerio.MacOSIdentity) bool {
-	return id.Status.Allocation == nil && !isQuarantined(id) && id.DeletionTimestamp == nil
+	return id.Status.Allocation == nil && !withheld(id)
+}
+
+// withheld says whether an identity is given to no machine, held or not: a
+// duplicate (quarantined) until a person resolves it, or one marked for
+// deletion, which is going away.
+func withheld(id *dockerio.MacOSIdentity) bool {
+	return isQuarantined(id) || id.DeletionTimestamp != nil
 }
 
 // readIdentity reads an identity and the revision it was last written at.
@@ -503,10 +510,9 @@ func (l *Ledger) release(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMach
 		return nil, nil
 	}
 	tx.IfUnchanged(idKey, idRev)
-	if isQuarantined(id) || id.DeletionTimestamp != nil {
-		// A duplicate goes to nobody: released, but neither onto the free
-		// list nor to a waiting machine, until a person resolves it. Nor
-		// does an identity marked for deletion, which is going away.
+	if withheld(id) {
+		// Released, but neither onto the free list nor to a waiting
+		// machine.
 		released := id.DeepCopy()
 		released.Status.Allocation = nil
 		err := tx.WriteObject(ctx, l.identities, idKey, released)

@@ -473,28 +473,23 @@ func (l *Ledger) returnToPool(ctx context.Context, id *dockerio.MacOSIdentity, i
 	}
 	pool := id.Spec.PoolName
 	idKey := l.identities.Key("", id.Name)
-	if id.DeletionTimestamp != nil {
-		// Going away: written released, but given to nobody.
-		var tx txn.Txn
-		tx.IfUnchanged(idKey, idRev)
-		extra(&tx)
-		if err := tx.WriteObject(ctx, l.identities, idKey, id); err != nil {
+	var next *waitingMachine
+	if id.DeletionTimestamp == nil {
+		var err error
+		if next, err = l.oldestWaiting(ctx, pool); err != nil {
 			return false, err
 		}
-		res, err := txn.Commit(ctx, l.client, &tx)
-		return err == nil && res.Succeeded, err
-	}
-	next, err := l.oldestWaiting(ctx, pool)
-	if err != nil {
-		return false, err
 	}
 	var tx txn.Txn
 	tx.IfUnchanged(idKey, idRev)
 	extra(&tx)
 	stored := id
-	if next == nil {
+	switch {
+	case id.DeletionTimestamp != nil:
+		// Going away: written released, but given to nobody.
+	case next == nil:
 		tx.IfNothingUnder(l.keys.pendingPrefix(pool)).Put(l.keys.free(pool, id.Name), "")
-	} else {
+	default:
 		n := next.machine
 		nKey := l.machines.Key(n.Namespace, n.Name)
 		tx.IfUnchanged(nKey, next.machineRev).IfUnchanged(next.pendingKey, next.pendingRev)
