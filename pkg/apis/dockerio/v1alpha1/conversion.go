@@ -44,15 +44,6 @@ var SelectableFields = map[string][]string{
 	"MacOSMachineClaim": {"spec.poolName", "spec.className", "status.phase", "status.machineName"},
 }
 
-// canonicalSelectorValues spells a selected value as the registry stores
-// it, for the fields whose values are canonicalized on write: a selector
-// for spec.macAddress=74:71:8b:4f:d5:d9 (or 74-71-8B-…) matches the
-// identity stored with 74:71:8B:4F:D5:D9 instead of silently matching
-// nothing.
-var canonicalSelectorValues = map[string]map[string]func(string) string{
-	"MacOSIdentity": {"spec.macAddress": canonicalMACAddress},
-}
-
 // canonicalMACAddress is pkg/identity's CanonicalMACAddress, which the
 // registry stores addresses with (a test holds the two together), spelled
 // out here so that the API package, which clients import, depends on no
@@ -70,14 +61,16 @@ func addFieldLabelConversionFuncs(scheme *runtime.Scheme) error {
 		for _, f := range fields {
 			allowed[f] = true
 		}
-		canonical := canonicalSelectorValues[kind]
 		err := scheme.AddFieldLabelConversionFunc(SchemeGroupVersion.WithKind(kind),
 			func(label, value string) (string, string, error) {
 				if !allowed[label] {
 					return "", "", fmt.Errorf("field label not supported for %s: %s", kind, label)
 				}
-				if c := canonical[label]; c != nil {
-					value = c(value)
+				if kind == "MacOSIdentity" && label == "spec.macAddress" {
+					// Compared with what storage holds: a selector for
+					// 74:71:8b:4f:d5:d9 (or 74-71-8B-…) matches the identity
+					// stored with 74:71:8B:4F:D5:D9 instead of nothing.
+					value = canonicalMACAddress(value)
 				}
 				return label, value, nil
 			})
