@@ -56,41 +56,23 @@ func TestReconcilePool_MakesMachinesOnlyWhileThePoolLives(t *testing.T) {
 		{name: "pool being deleted makes none", deleting: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &v1alpha1.MacOSMachinePool{
-				ObjectMeta: metav1.ObjectMeta{Name: "warm", Namespace: "ci", UID: "pool-uid", ResourceVersion: "1"},
-				Spec:       v1alpha1.MacOSMachinePoolSpec{ClassName: "standard", Replicas: ptr.To[int32](2)},
-			}
+			p := warmPool(2)
 			if tc.deleting {
 				p.DeletionTimestamp = ptr.To(metav1.Now())
 				p.Finalizers = []string{metav1.FinalizerDeleteDependents}
 			}
-			// Not NewClientset: its field-managed tracker needs a typed schema
-			// of our kinds that the fake does not carry.
-			client := fake.NewSimpleClientset(p) //nolint:staticcheck // see above
+			e := newPoolEnv(t, p, nil, nil)
 			made := 0
-			client.PrependReactor("create", "macosmachines", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			e.client.PrependReactor("create", "macosmachines", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				m := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.MacOSMachine)
 				made++
 				m.Name = fmt.Sprintf("%s%d", m.GenerateName, made) // the fake does not generate names
 				return false, nil, nil
 			})
-			pools := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-			require.NoError(t, pools.Add(p))
-			empty := func() cache.Indexer {
-				return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-			}
-			r := &Reconciler{
-				Client:   client,
-				Pools:    dlisters.NewMacOSMachinePoolLister(pools),
-				Machines: dlisters.NewMacOSMachineLister(empty()),
-				Claims:   dlisters.NewMacOSMachineClaimLister(empty()),
-				Recorder: record.NewFakeRecorder(100),
-				Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-			}
-			require.NoError(t, r.ReconcilePool(context.Background(), "ci", "warm"))
+			require.NoError(t, e.r.ReconcilePool(context.Background(), "ci", "warm"))
 			creates := 0
-			for _, a := range client.Actions() {
-				if _, ok := a.(k8stesting.CreateAction); ok && a.GetResource().Resource == "macosmachines" {
+			for _, v := range e.verbs() {
+				if v == "create" {
 					creates++
 				}
 			}
@@ -99,21 +81,27 @@ func TestReconcilePool_MakesMachinesOnlyWhileThePoolLives(t *testing.T) {
 	}
 }
 
-// scaleDownEnv is a pool "warm" in namespace ci with replicas, whose
-// cache shows machines, and an API that holds stored (by name) as they
-// are now, which may be newer than the cache.
-type scaleDownEnv struct {
+// poolEnv is a pool reconciler whose caches show a pool, machines and
+// claims, over an API that holds stored (and the pool) as they are now,
+// which may be newer than the caches.
+type poolEnv struct {
 	r      *Reconciler
 	client *fake.Clientset
 }
 
-func newScaleDownEnv(t *testing.T, replicas int32, cached []*v1alpha1.MacOSMachine, claims []*v1alpha1.MacOSMachineClaim, stored ...runtime.Object) *scaleDownEnv {
-	t.Helper()
-	p := &v1alpha1.MacOSMachinePool{
+// warmPool is pool "warm" in namespace ci, of class standard.
+func warmPool(replicas int32) *v1alpha1.MacOSMachinePool {
+	return &v1alpha1.MacOSMachinePool{
 		ObjectMeta: metav1.ObjectMeta{Name: "warm", Namespace: "ci", UID: "pool-uid", ResourceVersion: "1"},
 		Spec:       v1alpha1.MacOSMachinePoolSpec{ClassName: "standard", Replicas: ptr.To(replicas)},
 	}
-	client := fake.NewSimpleClientset(append([]runtime.Object{p}, stored...)...) //nolint:staticcheck // as above
+}
+
+func newPoolEnv(t *testing.T, p *v1alpha1.MacOSMachinePool, cached []*v1alpha1.MacOSMachine, claims []*v1alpha1.MacOSMachineClaim, stored ...runtime.Object) *poolEnv {
+	t.Helper()
+	// Not NewClientset: its field-managed tracker needs a typed schema of
+	// our kinds that the fake does not carry.
+	client := fake.NewSimpleClientset(append([]runtime.Object{p}, stored...)...) //nolint:staticcheck // see above
 	index := func() cache.Indexer {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
@@ -125,7 +113,7 @@ func newScaleDownEnv(t *testing.T, replicas int32, cached []*v1alpha1.MacOSMachi
 	for _, c := range claims {
 		require.NoError(t, claimIndex.Add(c))
 	}
-	return &scaleDownEnv{client: client, r: &Reconciler{
+	return &poolEnv{client: client, r: &Reconciler{
 		Client:   client,
 		Pools:    dlisters.NewMacOSMachinePoolLister(pools),
 		Machines: dlisters.NewMacOSMachineLister(machines),
@@ -136,7 +124,7 @@ func newScaleDownEnv(t *testing.T, replicas int32, cached []*v1alpha1.MacOSMachi
 }
 
 // verbs lists the writes of machines made, as "create" or "delete <name>".
-func (e *scaleDownEnv) verbs() []string {
+func (e *poolEnv) verbs() []string {
 	var out []string
 	for _, a := range e.client.Actions() {
 		if a.GetResource().Resource != "macosmachines" {
@@ -176,7 +164,7 @@ func TestReconcilePool_ScaleDownSparesAMachineBoundMeanwhile(t *testing.T) {
 	bound := cached.DeepCopy()
 	bound.ResourceVersion = "6"
 	bound.Status.ClaimRef = &v1alpha1.ClaimReference{Name: "job", UID: "job-uid"}
-	e := newScaleDownEnv(t, 0, []*v1alpha1.MacOSMachine{cached}, nil, bound)
+	e := newPoolEnv(t, warmPool(0), []*v1alpha1.MacOSMachine{cached}, nil, bound)
 	e.client.PrependReactor("delete", "macosmachines", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		// As the apiserver checks a delete's preconditions.
 		if p := a.(k8stesting.DeleteActionImpl).DeleteOptions.Preconditions; p != nil && p.ResourceVersion != nil && *p.ResourceVersion != bound.ResourceVersion {
@@ -198,7 +186,7 @@ func TestReconcilePool_ScaleDownSparesAMachineBoundMeanwhile(t *testing.T) {
 // Ready, and deleting what the cache shows instead would take the Ready
 // machine and keep two cold ones.
 func TestReconcilePool_ScaleDownWaitsForTheMachinesItCreated(t *testing.T) {
-	e := newScaleDownEnv(t, 1, []*v1alpha1.MacOSMachine{poolMachine("warm-a", "5", true)}, nil)
+	e := newPoolEnv(t, warmPool(1), []*v1alpha1.MacOSMachine{poolMachine("warm-a", "5", true)}, nil)
 	now := time.Now()
 	e.r.expect.add("ci/warm", "warm-b", now) // created when replicas were 3
 	e.r.expect.add("ci/warm", "warm-c", now)
@@ -219,7 +207,7 @@ func TestReconcilePool_AFailedBindLeavesItsMachineUnbound(t *testing.T) {
 		Spec:       v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"},
 		Status:     v1alpha1.MacOSMachineClaimStatus{Phase: v1alpha1.ClaimPending},
 	}
-	e := newScaleDownEnv(t, 1, []*v1alpha1.MacOSMachine{poolMachine("warm-a", "5", true)}, []*v1alpha1.MacOSMachineClaim{claim})
+	e := newPoolEnv(t, warmPool(1), []*v1alpha1.MacOSMachine{poolMachine("warm-a", "5", true)}, []*v1alpha1.MacOSMachineClaim{claim})
 	binds := 0
 	e.client.PrependReactor("create", "macosmachineclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "bind" {
@@ -260,7 +248,7 @@ func TestReconcileClassClaim_SaysWhenItsMachineNameIsTaken(t *testing.T) {
 			if tc.claimUID != "" {
 				other.Labels[v1alpha1.ClaimUIDLabel] = tc.claimUID
 			}
-			e := newScaleDownEnv(t, 0, []*v1alpha1.MacOSMachine{other}, []*v1alpha1.MacOSMachineClaim{claim})
+			e := newPoolEnv(t, warmPool(0), []*v1alpha1.MacOSMachine{other}, []*v1alpha1.MacOSMachineClaim{claim})
 
 			err := e.r.ReconcileClassClaim(context.Background(), "ci", "build1")
 
@@ -324,7 +312,7 @@ func TestReconcilePool_SaysWhenItReplacesAFailedMachine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := poolMachine("warm-a", "5", true)
 			tc.mutate(m)
-			e := newScaleDownEnv(t, 0, []*v1alpha1.MacOSMachine{m}, nil, m.DeepCopy())
+			e := newPoolEnv(t, warmPool(0), []*v1alpha1.MacOSMachine{m}, nil, m.DeepCopy())
 
 			require.NoError(t, e.r.ReconcilePool(context.Background(), "ci", "warm"))
 
