@@ -33,6 +33,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -407,6 +408,9 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			return err
 		}
 		if err := external.Create(ctx, r.Dynamic, external.DataVolumes, dv); apierrors.IsAlreadyExists(err) {
+			if err := r.alreadyMine(ctx, m, external.DataVolumes, "DataVolume", dv.Name); err != nil {
+				return err
+			}
 			*requeue = minPositive(*requeue, time.Second) // the cache is behind
 		} else if err != nil {
 			return fmt.Errorf("creating system disk DataVolume: %w", err)
@@ -414,8 +418,8 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			// Derived as it will be seen (no status yet), so this pass
 			// writes what the next one would, not a status of its own.
 			o.DV = dv
+			r.Recorder.Eventf(m, corev1.EventTypeNormal, "CloningSystemDisk", "cloning MacOSImage %s into DataVolume %s", o.Image.Name, dv.Name)
 		}
-		r.Recorder.Eventf(m, corev1.EventTypeNormal, "CloningSystemDisk", "cloning MacOSImage %s into DataVolume %s", o.Image.Name, dv.Name)
 	}
 	bootdiskDone := false
 	if o.Job != nil {
@@ -438,11 +442,36 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			return err
 		}
 		if err := external.Create(ctx, r.Dynamic, external.VirtualMachines, vm); apierrors.IsAlreadyExists(err) {
+			if err := r.alreadyMine(ctx, m, external.VirtualMachines, "VirtualMachine", vm.Name); err != nil {
+				return err
+			}
 			*requeue = minPositive(*requeue, time.Second) // the cache is behind
 		} else if err != nil {
 			return fmt.Errorf("creating VirtualMachine: %w", err)
+		} else {
+			r.Recorder.Eventf(m, corev1.EventTypeNormal, "Starting", "bootdisk and system disk ready; started VirtualMachine %s", vm.Name)
 		}
-		r.Recorder.Eventf(m, corev1.EventTypeNormal, "Starting", "bootdisk and system disk ready; started VirtualMachine %s", vm.Name)
+	}
+	return nil
+}
+
+// alreadyMine is nil when the object a create found already there is the
+// machine's (made by an earlier pass the cache has not shown yet: look
+// again in a second), and an error — retried with the queue's backoff, not
+// every second, and without another Event — when it is not: a
+// predecessor's of the same name still being torn down, or one whose
+// machine-uid label was removed or changed by hand.
+func (r *Reconciler) alreadyMine(ctx context.Context, m *v1alpha1.MacOSMachine, gvr schema.GroupVersionResource, kind, name string) error {
+	u, err := r.Dynamic.Resource(gvr).Namespace(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // gone since: the next pass makes it
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s %s: %w", kind, name, err)
+	}
+	if !mine(m, u) {
+		return fmt.Errorf("%s %s exists but is not this machine's (its label %s is %q, not %q): waiting for it to go",
+			kind, name, MachineUIDLabel, u.GetLabels()[MachineUIDLabel], m.UID)
 	}
 	return nil
 }
@@ -527,6 +556,11 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 		}
 		created, err := r.Kube.BatchV1().Jobs(m.Namespace).Create(ctx, job, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
+			live, err := r.Kube.BatchV1().Jobs(m.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+			if err == nil && !mine(m, live) {
+				return fmt.Errorf("Job %s exists but is not this machine's (its label %s is %q, not %q): waiting for it to go",
+					job.Name, MachineUIDLabel, live.Labels[MachineUIDLabel], m.UID)
+			}
 			*requeue = minPositive(*requeue, time.Second) // the cache is behind
 			return nil
 		}
