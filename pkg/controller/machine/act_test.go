@@ -176,3 +176,20 @@ func TestVirtualMachineNameTakenByAnotherIsNoEventStorm(t *testing.T) {
 	}
 	assert.Empty(t, e.events(), "Events for a VirtualMachine that was not created")
 }
+
+// A machine's finished bootdisk Job deleted once its VirtualMachine exists
+// (by hand, or by a cleanup of finished Jobs) is not run again: the VM boots
+// from the disk it rendered, and a second builder would rewrite it under
+// the running guest.
+func TestBootdiskJobGoneOnceTheVMExistsIsNotRunAgain(t *testing.T) {
+	m := testMachine()
+	e := newActEnv(t, m)
+	e.r.Settings.BootdiskImage = "example.com/bootdisk:1"
+	e.o.Job = nil
+	e.o.VM = vm(t0, kubevirtv1.VirtualMachineStatusRunning)
+	var requeue time.Duration
+	require.NoError(t, e.r.bootdisk(context.Background(), m, e.o, true, &requeue))
+	jobs, err := e.kube.BatchV1().Jobs("ci").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, jobs.Items, "a bootdisk Job made again under the running VM")
+}

@@ -209,6 +209,11 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	switch {
 	case st.IdentityRef == nil:
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonWaitingIdentity, "the bootdisk carries the identity; waiting for one")
+	case o.Job == nil && o.VM != nil:
+		// The VM is made only once its bootdisk Job succeeded: a Job
+		// deleted since takes nothing away from the disk it rendered.
+		set(v1alpha1.MachineBootdiskReady, metav1.ConditionTrue, ReasonJobSucceeded,
+			fmt.Sprintf("the bootdisk was rendered before VirtualMachine %s was made (its Job is not found)", o.VM.Name))
 	case o.Job == nil && o.BootdiskRetry != "":
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonJobFailed, o.BootdiskRetry)
 	case o.Job == nil:

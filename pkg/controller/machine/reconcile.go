@@ -546,7 +546,11 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 		return nil
 	}
 	failures, _ := strconv.Atoi(o.PVC.Annotations[BootdiskFailuresAnnotation])
-	if o.Job == nil && !identityReady {
+	if o.Job == nil && (!identityReady || o.VM != nil) {
+		// With the VirtualMachine there, the bootdisk was rendered (the VM
+		// is made only after its Job succeeded) and the VM boots from it: a
+		// Job deleted since (by hand, or a cleanup of finished Jobs) is
+		// never run again, or it would rewrite the disk under the guest.
 		return nil
 	}
 	if o.Job == nil {
