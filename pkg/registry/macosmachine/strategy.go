@@ -85,10 +85,19 @@ func (machineStrategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 }
 
 // PrepareForUpdate keeps the stored status and counts spec changes in the
-// generation (validation then refuses them: the spec is immutable).
+// generation (validation then refuses them: the spec is immutable). The
+// teardown finalizer stays on a machine that is not being deleted,
+// whatever the request carried (rule 6): removed from a live machine, its
+// delete would skip the teardown and free its identity at once, while its
+// VM may still run. Once the machine is being deleted it may go (the
+// controller removes it when its teardown is done).
 func (machineStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	m, oldM := obj.(*dockerio.MacOSMachine), old.(*dockerio.MacOSMachine)
 	m.Status = oldM.Status
+	if oldM.DeletionTimestamp == nil && slices.Contains(oldM.Finalizers, dockerio.MachineTeardownFinalizer) &&
+		!slices.Contains(m.Finalizers, dockerio.MachineTeardownFinalizer) {
+		m.Finalizers = append(m.Finalizers, dockerio.MachineTeardownFinalizer)
+	}
 	if !apiequality.Semantic.DeepEqual(m.Spec, oldM.Spec) {
 		m.Generation = oldM.Generation + 1
 	}

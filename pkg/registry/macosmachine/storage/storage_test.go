@@ -211,6 +211,27 @@ func TestStorage_DeleteWaitsForTeardownFinalizer(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "got %v", err)
 }
 
+// The teardown finalizer cannot be taken off a machine that is not being
+// deleted (rule 6): its delete would then skip the teardown, and free its
+// identity at once while its VM may still run.
+func TestStorage_TeardownFinalizerStaysOnALiveMachine(t *testing.T) {
+	s := newStorage(t)
+	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
+	created, err := s.Machine.Create(ctx, registrytest.Machine("mac-1"), rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	m := created.(*dockerio.MacOSMachine).DeepCopy()
+	m.Finalizers = []string{"example.com/other"}
+	updated, _, err := s.Machine.Update(ctx, m.Name, rest.DefaultUpdatedObjectInfo(m), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"example.com/other", dockerio.MachineTeardownFinalizer}, updated.(*dockerio.MacOSMachine).Finalizers)
+
+	obj, deleted, err := s.Machine.Delete(ctx, "mac-1", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+	require.NoError(t, err)
+	assert.False(t, deleted, "a machine must not disappear before its teardown ran")
+	assert.Contains(t, obj.(*dockerio.MacOSMachine).Finalizers, dockerio.MachineTeardownFinalizer)
+}
+
 func TestStatus_WritesObservationsButNotSpecOrOwnedReferences(t *testing.T) {
 	s := newStorage(t)
 	ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
