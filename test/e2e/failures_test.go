@@ -58,6 +58,7 @@ func (e *env) testFailureRules(t *testing.T) {
 	t.Run("ControllerRestartsMidProvision", e.testControllerRestart)
 	t.Run("MachineDeletedWhileClaimed", e.testDeletedWhileClaimed)
 	t.Run("ManyAgentsUnreachableIsANetworkFault", e.testNetworkFault)
+	t.Run("ChildrenDeletedUnderARunningMachine", e.testChildrenDeletedUnderRunningMachine)
 }
 
 // Identity pool exhausted: Pending, PoolExhausted, an Event, no identity
@@ -741,4 +742,47 @@ func (e *env) metrics(t testing.TB) string {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// Objects of a running machine deleted by hand (or by a cleanup of
+// finished Jobs): its finished bootdisk Job takes nothing from it — the
+// builder is not run again over the disk the guest boots from, and the
+// machine stays Ready; its system disk DataVolume is its disk going — it is
+// not cloned again under the running guest: the machine fails,
+// SystemDiskLost, and its pool replaces it.
+func (e *env) testChildrenDeletedUnderRunningMachine(t *testing.T) {
+	ctx := context.Background()
+	ns := e.namespace(t, "children")
+	e.fleet(t, "children", 3, nil)
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "children", Replicas: ptr.To[int32](1)})
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+	victim := e.machines(t, ns)[0]
+	byUID := metav1.ListOptions{LabelSelector: machine.MachineUIDLabel + "=" + string(victim.UID)}
+
+	jobs, err := e.kube.BatchV1().Jobs(ns).List(ctx, byUID)
+	require.NoError(t, err)
+	require.Len(t, jobs.Items, 1)
+	require.NoError(t, e.kube.BatchV1().Jobs(ns).Delete(ctx, jobs.Items[0].Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Get(ctx, victim.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, v1alpha1.MachineReady, m.Status.Phase, "a Ready machine whose finished bootdisk Job was deleted")
+		jobs, err := e.kube.BatchV1().Jobs(ns).List(ctx, byUID)
+		require.NoError(t, err)
+		for _, j := range jobs.Items {
+			require.NotNil(t, j.DeletionTimestamp, "bootdisk Job %s made again under the running guest", j.Name)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	dv := machine.NamesFor(&victim).SystemDisk
+	require.NoError(t, e.dynamic(t).Resource(harness.DataVolumeGVR).Namespace(ns).Delete(ctx, dv, metav1.DeleteOptions{}))
+	ev := e.waitEvent(t, ns, "MacOSMachine", victim.Name, machine.ReasonSystemDiskLost, dv)
+	assert.Equal(t, "Warning", ev.Type)
+	e.gone(t, ns, victim.Name, 60*time.Second)
+	dvs, err := e.dynamic(t).Resource(harness.DataVolumeGVR).Namespace(ns).List(ctx, byUID)
+	require.NoError(t, err)
+	assert.Empty(t, dvs.Items, "a system disk cloned again for the lost machine")
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
 }

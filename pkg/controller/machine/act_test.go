@@ -193,3 +193,19 @@ func TestBootdiskJobGoneOnceTheVMExistsIsNotRunAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, jobs.Items, "a bootdisk Job made again under the running VM")
 }
+
+// A system disk DataVolume deleted once the VirtualMachine exists is not
+// cloned again: the guest runs from the disk that is going, and a new
+// clone under its name would not be it (Derive fails the machine).
+func TestSystemDiskGoneOnceTheVMExistsIsNotClonedAgain(t *testing.T) {
+	m := testMachine()
+	e := newActEnv(t, m)
+	e.o.VM = vm(t0, kubevirtv1.VirtualMachineStatusRunning)
+	var requeue time.Duration
+	require.NoError(t, e.r.act(context.Background(), m, e.o, &requeue))
+	dvs, err := e.dyn.Resource(external.DataVolumes).Namespace(m.Namespace).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, dvs.Items, "a system disk cloned again under the running VM")
+	assert.Nil(t, e.o.DV)
+	assert.Empty(t, e.events())
+}

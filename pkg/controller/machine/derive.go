@@ -98,6 +98,12 @@ const (
 	ReasonVMGone   = "VirtualMachineGone"
 )
 
+// ReasonSystemDiskLost: the system disk's DataVolume went while the
+// VirtualMachine made from it exists. The guest runs from a disk that is
+// going and cannot start again, and a clone made again under the name
+// would not be the disk it runs from: the machine fails, to be replaced.
+const ReasonSystemDiskLost = "SystemDiskLost"
+
 // Observed is everything a reconcile saw of a machine's world. Nil means
 // absent.
 type Observed struct {
@@ -259,6 +265,13 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		// every client, saying nothing a user acts on.
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloning,
 			fmt.Sprintf("DataVolume %s is cloning (%s)", o.DV.Name, progressOr(o.DV)))
+	case o.VM != nil:
+		// The VM is made only once its system disk is cloned.
+		msg := fmt.Sprintf("DataVolume %s, the system disk VirtualMachine %s was made from, is gone: the guest runs from a disk that is going, and cannot start again",
+			NamesFor(m).SystemDisk, o.VM.Name)
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonSystemDiskLost, msg)
+		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonSystemDiskLost,
+			Message: msg + "; failed to be replaced"}
 	case o.StorageHeldBack != "":
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonStorageHeldBack, o.StorageHeldBack)
 	case o.Class == nil:

@@ -394,7 +394,10 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 	if err := r.bootdisk(ctx, m, o, identityReady, requeue); err != nil {
 		return err
 	}
-	if o.DV == nil && o.Image != nil && o.StorageHeldBack == "" && o.StorageProbe {
+	// With the VirtualMachine there, a missing system disk is lost, not to
+	// be made: a clone made again under its name would not be the disk the
+	// guest runs from (Derive fails the machine).
+	if o.DV == nil && o.VM == nil && o.Image != nil && o.StorageHeldBack == "" && o.StorageProbe {
 		// The hold-back is over and nobody probes the storage yet: this
 		// machine does, if its claim on it lands first.
 		if err := r.claimProbe(ctx, o.Class, m); err != nil {
@@ -402,7 +405,7 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			*requeue = minPositive(*requeue, time.Second)
 		}
 	}
-	if o.DV == nil && o.Image != nil && o.StorageHeldBack == "" {
+	if o.DV == nil && o.VM == nil && o.Image != nil && o.StorageHeldBack == "" {
 		dv, err := SystemDisk(m, o.Class, o.Image)
 		if err != nil {
 			return err
