@@ -780,6 +780,12 @@ type MachineTemplateSpec struct {
 // selector selects on it.
 const MachinePoolLabel = "dockerios.io/pool"
 
+// ClaimUIDLabel is put on the machine made for one claim that names a
+// class, with the claim's UID, when the machine is created; it never
+// changes after (the controller disposes of a machine whose label names no
+// claim of the machine's name).
+const ClaimUIDLabel = "dockerios.io/claim-uid"
+
 // MacOSMachinePoolStatus counts a pool's machines.
 type MacOSMachinePoolStatus struct {
 	// observedGeneration is the generation the controller last acted on.

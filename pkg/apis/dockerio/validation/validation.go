@@ -79,7 +79,12 @@ var (
 	claimPhases    = sets.New(dockerio.ClaimPending, dockerio.ClaimBound, dockerio.ClaimLost)
 	agentStages    = sets.New(dockerio.AgentStageBooted, dockerio.AgentStageSessionStarted, dockerio.AgentStageProvisioning, dockerio.AgentStageReady, dockerio.AgentStageDegraded)
 	addressTypes   = sets.New(dockerio.MachineAddressPod, dockerio.MachineAddressAgent)
-	reservedLabels = sets.New(dockerio.MachinePoolLabel)
+	// reservedLabels are set by DockerIOS on machines, never by a pool's
+	// template: what each means.
+	reservedLabels = map[string]string{
+		dockerio.MachinePoolLabel: "is set by DockerIOS on every machine of a pool",
+		dockerio.ClaimUIDLabel:    "is set by DockerIOS on the machine made for a class claim, never on a pool's",
+	}
 )
 
 // ---------------------------------------------------------------------------
@@ -395,6 +400,10 @@ func ValidateMacOSMachine(m *dockerio.MacOSMachine) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&m.ObjectMeta, true, ValidateLabelName, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateMachineSpec(&m.Spec, field.NewPath("spec"))...)
 	allErrs = append(allErrs, validateMachinePoolLabel(m)...)
+	if _, ok := m.Labels[dockerio.ClaimUIDLabel]; ok && m.Spec.PoolName != "" {
+		allErrs = append(allErrs, field.Forbidden(field.NewPath("metadata", "labels").Key(dockerio.ClaimUIDLabel),
+			"is set by DockerIOS on the machine made for a class claim; a pool's machine is never one"))
+	}
 	return allErrs
 }
 
@@ -426,6 +435,17 @@ func ValidateMacOSMachineUpdate(m, old *dockerio.MacOSMachine) field.ErrorList {
 		// a label that disagrees must still take the writes that let it
 		// go (its finalizer's removal, the garbage collector's).
 		allErrs = append(allErrs, validateMachinePoolLabel(m)...)
+	}
+	// The claim-uid label ties a machine to the class claim it was made
+	// for, at create, for good: the controller disposes of a machine whose
+	// label names no claim of its name, and the bind subresource binds a
+	// class claim only to the machine carrying its UID. Added, changed or
+	// removed later, it would have a machine (a bound one too) torn down,
+	// or a claim bound to a machine not made for it.
+	oldUID, hadUID := old.Labels[dockerio.ClaimUIDLabel]
+	if uid, hasUID := m.Labels[dockerio.ClaimUIDLabel]; uid != oldUID || hasUID != hadUID {
+		allErrs = append(allErrs, field.Forbidden(field.NewPath("metadata", "labels").Key(dockerio.ClaimUIDLabel),
+			"is set by DockerIOS when it creates the machine for a class claim, and cannot be added, changed or removed"))
 	}
 	return allErrs
 }
@@ -539,8 +559,8 @@ func validateMachinePoolSpec(s *dockerio.MacOSMachinePoolSpec, fld *field.Path) 
 	meta := tmpl.Child("metadata")
 	allErrs = append(allErrs, metav1validation.ValidateLabels(s.Template.Metadata.Labels, meta.Child("labels"))...)
 	for k := range s.Template.Metadata.Labels {
-		if reservedLabels.Has(k) {
-			allErrs = append(allErrs, field.Forbidden(meta.Child("labels").Key(k), "is set by DockerIOS on every machine of a pool"))
+		if why, ok := reservedLabels[k]; ok {
+			allErrs = append(allErrs, field.Forbidden(meta.Child("labels").Key(k), why))
 		}
 	}
 	allErrs = append(allErrs, apimachineryvalidation.ValidateAnnotations(s.Template.Metadata.Annotations, meta.Child("annotations"))...)

@@ -1030,6 +1030,15 @@ func TestValidateMacOSMachine(t *testing.T) {
 			mutate: func(m *dockerio.MacOSMachine) { m.Labels = map[string]string{dockerio.MachinePoolLabel: "warm"} },
 			want:   []fieldErr{forbidden("metadata.labels[dockerios.io/pool]")},
 		},
+		"claim-uid label on a machine of no pool is accepted (a class claim's machine)": {
+			mutate: func(m *dockerio.MacOSMachine) { m.Labels = map[string]string{dockerio.ClaimUIDLabel: "c0ffee"} },
+		},
+		// The controller disposes of a machine labelled for a claim that is
+		// not its own: a pool's machine so labelled would be deleted at once.
+		"claim-uid label on a pool's machine is Forbidden": {
+			mutate: func(m *dockerio.MacOSMachine) { inPool("warm")(m); m.Labels[dockerio.ClaimUIDLabel] = "c0ffee" },
+			want:   []fieldErr{forbidden("metadata.labels[dockerios.io/claim-uid]")},
+		},
 		"pool name that is not a label is Invalid": {
 			mutate: inPool("warm.pool"),
 			want:   []fieldErr{invalid("spec.poolName")},
@@ -1092,6 +1101,28 @@ func TestValidateMacOSMachineUpdate(t *testing.T) {
 				m.Finalizers = []string{dockerio.MachineTeardownFinalizer}
 			},
 			mutate: func(m *dockerio.MacOSMachine) { m.Finalizers = nil },
+		},
+		// The controller deletes a machine whose claim-uid label names no
+		// claim of the machine's name: added to a bound pool machine, the
+		// label would have it torn down under its workload.
+		"the claim-uid label may not be added": {
+			old:    inPool("warm"),
+			mutate: func(m *dockerio.MacOSMachine) { m.Labels[dockerio.ClaimUIDLabel] = "c0ffee" },
+			want:   []fieldErr{forbidden("metadata.labels[dockerios.io/claim-uid]")},
+		},
+		"the claim-uid label may not be changed": {
+			old:    func(m *dockerio.MacOSMachine) { m.Labels = map[string]string{dockerio.ClaimUIDLabel: "c0ffee"} },
+			mutate: func(m *dockerio.MacOSMachine) { m.Labels[dockerio.ClaimUIDLabel] = "decade" },
+			want:   []fieldErr{forbidden("metadata.labels[dockerios.io/claim-uid]")},
+		},
+		"the claim-uid label may not be removed": {
+			old:    func(m *dockerio.MacOSMachine) { m.Labels = map[string]string{dockerio.ClaimUIDLabel: "c0ffee"} },
+			mutate: func(m *dockerio.MacOSMachine) { delete(m.Labels, dockerio.ClaimUIDLabel) },
+			want:   []fieldErr{forbidden("metadata.labels[dockerios.io/claim-uid]")},
+		},
+		"a class claim's machine takes other label changes": {
+			old:    func(m *dockerio.MacOSMachine) { m.Labels = map[string]string{dockerio.ClaimUIDLabel: "c0ffee"} },
+			mutate: func(m *dockerio.MacOSMachine) { m.Labels["team"] = "macos"; m.Finalizers = nil },
 		},
 		"a machine stored without its pool label may get it": {
 			old:    func(m *dockerio.MacOSMachine) { m.Spec.PoolName = "warm" },
@@ -1268,6 +1299,12 @@ func TestValidateMacOSMachinePool(t *testing.T) {
 				p.Spec.Template.Metadata.Labels[dockerio.MachinePoolLabel] = "other"
 			},
 			want: []fieldErr{forbidden("spec.template.metadata.labels[dockerios.io/pool]")},
+		},
+		"reserved label dockerios.io/claim-uid in pool template is Forbidden": {
+			mutate: func(p *dockerio.MacOSMachinePool) {
+				p.Spec.Template.Metadata.Labels[dockerio.ClaimUIDLabel] = "c0ffee"
+			},
+			want: []fieldErr{forbidden("spec.template.metadata.labels[dockerios.io/claim-uid]")},
 		},
 		"template annotation with a bad key is Invalid": {
 			mutate: func(p *dockerio.MacOSMachinePool) {
