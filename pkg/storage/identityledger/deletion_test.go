@@ -148,3 +148,40 @@ func TestIdentityMarkedForDeletion_RepairGivesItToNobody(t *testing.T) {
 	assert.Nil(t, e.machine(t, "mac-2").Status.IdentityRef, "an identity being deleted is given to no waiting machine")
 	assert.Empty(t, r.freeList(), "nor put on the free list")
 }
+
+// A machine marked for deletion while it waits for an identity — every
+// machine carries the teardown finalizer, so its delete only marks it —
+// no longer needs one (the repair audit says so too). An identity freed
+// or added meanwhile goes to the next machine that waits and lives, or
+// back to the pool: given to the machine being torn down, it would sit
+// there, counted allocated, until that machine's last finalizer goes.
+func TestMachineMarkedForDeletion_WhileWaiting_IsGivenNoIdentity(t *testing.T) {
+	// setup
+	e := newEnv(t)
+	id := e.addIdentity(t, e.nextIdentity())
+	require.NotNil(t, e.createMachine(t, "holder").Status.IdentityRef)
+	require.Nil(t, e.createMachine(t, "going").Status.IdentityRef)
+	require.Nil(t, e.createMachine(t, "staying").Status.IdentityRef)
+	_, _, err := e.machines.Machine.Delete(e.nsCtx(), "going", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, e.machine(t, "going").DeletionTimestamp, "the teardown finalizer holds it")
+
+	// execute
+	e.deleteMachine(t, "holder")
+
+	// assert
+	assert.Nil(t, e.machine(t, "going").Status.IdentityRef, "a machine being deleted is given no identity")
+	require.NotNil(t, e.machine(t, "staying").Status.IdentityRef, "the next machine that waits takes it")
+	assert.Equal(t, id.Name, e.machine(t, "staying").Status.IdentityRef.Name)
+	e.assertConsistent(t)
+
+	// An identity added while only the machine being deleted waits goes
+	// onto the free list.
+	added := e.addIdentity(t, e.nextIdentity())
+	assert.Nil(t, added.Status.Allocation)
+	assert.Nil(t, e.machine(t, "going").Status.IdentityRef)
+	counts, err := e.ledger.Counts(context.Background(), "imacpro")
+	require.NoError(t, err)
+	assert.Equal(t, identityledger.PoolCounts{Total: 2, Free: 1, Allocated: 1, Pending: 0}, counts)
+	e.assertConsistent(t)
+}

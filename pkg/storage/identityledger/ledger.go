@@ -310,7 +310,8 @@ type waitingMachine struct {
 }
 
 // oldestWaiting returns the machine that has waited longest for an identity
-// of pool, or nil. Entries of machines that are gone are dropped on the
+// of pool, or nil. Entries of machines that are gone, or being deleted (a
+// machine being torn down no longer needs an identity), are dropped on the
 // way — except in a dry run, which writes nothing and steps over them.
 func (l *Ledger) oldestWaiting(ctx context.Context, pool string) (*waitingMachine, error) {
 	dryRun := door.IsDryRun(ctx)
@@ -332,12 +333,13 @@ func (l *Ledger) oldestWaiting(ctx context.Context, pool string) (*waitingMachin
 			}
 			if err == nil {
 				m := obj.(*dockerio.MacOSMachine)
-				if string(m.UID) == string(kv.Value) && m.Status.IdentityRef == nil {
+				if string(m.UID) == string(kv.Value) && m.Status.IdentityRef == nil && m.DeletionTimestamp == nil {
 					return &waitingMachine{pendingKey: key, pendingRev: kv.ModRevision, machine: m, machineRev: rev}, nil
 				}
 			}
-			// A stale entry: its machine was replaced or already holds an
-			// identity. Drop it (if nobody changed it meanwhile).
+			// A stale entry: its machine was replaced, already holds an
+			// identity or is being deleted. Drop it (if nobody changed it
+			// meanwhile).
 			stale++
 			if dryRun {
 				continue

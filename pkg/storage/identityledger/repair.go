@@ -308,6 +308,11 @@ func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
 				continue
 			}
 		}
+		if m.DeletionTimestamp != nil {
+			// Being deleted, it needs no identity: not queued again once
+			// its entry was dropped.
+			continue
+		}
 		if !ok {
 			drifts = append(drifts, Drift{Kind: DriftUnresolvableClass, Subject: "MacOSMachine " + key,
 				Message: fmt.Sprintf("waits for an identity but its class %s is gone", m.Spec.ClassName),
