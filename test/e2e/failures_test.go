@@ -59,6 +59,7 @@ func (e *env) testFailureRules(t *testing.T) {
 	t.Run("MachineDeletedWhileClaimed", e.testDeletedWhileClaimed)
 	t.Run("ManyAgentsUnreachableIsANetworkFault", e.testNetworkFault)
 	t.Run("ChildrenDeletedUnderARunningMachine", e.testChildrenDeletedUnderRunningMachine)
+	t.Run("ClassDeletedUnderItsMachines", e.testClassDeleted)
 }
 
 // Identity pool exhausted: Pending, PoolExhausted, an Event, no identity
@@ -785,4 +786,33 @@ func (e *env) testChildrenDeletedUnderRunningMachine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, dvs.Items, "a system disk cloned again for the lost machine")
 	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+}
+
+// A class deleted while machines made of it run takes nothing from them:
+// they are made from their snapshot of it (rule 10), so they stay Ready,
+// and are taken apart in order when they go.
+func (e *env) testClassDeleted(t *testing.T) {
+	ctx := context.Background()
+	ns := e.namespace(t, "classgone")
+	e.fleet(t, "classgone", 2, nil)
+	e.createPool(t, ns, "warm", v1alpha1.MacOSMachinePoolSpec{ClassName: "classgone", Replicas: ptr.To[int32](1)})
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+	m := e.machines(t, ns)[0]
+
+	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachineClasses().Delete(ctx, "classgone", metav1.DeleteOptions{}))
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		got, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Get(ctx, m.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, v1alpha1.MachineReady, got.Status.Phase, "a running machine whose class was deleted: %v", got.Status.Conditions)
+		require.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.MachineConditionReady))
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachines(ns).Delete(ctx, m.Name, metav1.DeleteOptions{}))
+	e.gone(t, ns, m.Name, 60*time.Second)
+	vms, err := e.dynamic(t).Resource(harness.VirtualMachineGVR).Namespace(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: machine.MachineUIDLabel + "=" + string(m.UID)})
+	require.NoError(t, err)
+	assert.Empty(t, vms.Items, "its VirtualMachine is taken apart")
 }

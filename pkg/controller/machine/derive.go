@@ -107,6 +107,8 @@ const ReasonSystemDiskLost = "SystemDiskLost"
 // Observed is everything a reconcile saw of a machine's world. Nil means
 // absent.
 type Observed struct {
+	// Class is the class the machine is made from (madeOf): its snapshot
+	// of the class's spec, with the class's status while it exists.
 	Class    *v1alpha1.MacOSMachineClass
 	Image    *v1alpha1.MacOSImage
 	Identity *v1alpha1.MacOSIdentity
@@ -116,6 +118,10 @@ type Observed struct {
 	DV       *cdiv1.DataVolume
 	VM       *kubevirtv1.VirtualMachine
 	VMI      *kubevirtv1.VirtualMachineInstance
+
+	// ClassGone says the class object was deleted: Class is the machine's
+	// snapshot alone, and there is no class status to write.
+	ClassGone bool
 
 	// StorageHeldBack says why new clones into the class's StorageClass
 	// are held back (the hold-back runs, or another machine probes).

@@ -202,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 		}
 		return Result{RequeueAfter: time.Second}, nil
 	}
-	if o.DV != nil && o.DV.Status.Phase == cdiv1.Succeeded && o.Class != nil {
+	if o.DV != nil && o.DV.Status.Phase == cdiv1.Succeeded && o.Class != nil && !o.ClassGone {
 		if err := r.storageRecovered(ctx, o.Class); err != nil {
 			return Result{}, err
 		}
@@ -252,10 +252,12 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 	o := &Observed{}
 	n := NamesFor(m)
 	var err error
-	if o.Class, err = getOrNil(r.Listers.Classes.Get(m.Spec.ClassName)); err != nil {
+	live, err := getOrNil(r.Listers.Classes.Get(m.Spec.ClassName))
+	if err != nil {
 		return nil, err
 	}
-	o.Class = madeOf(m, o.Class)
+	o.Class = madeOf(m, live)
+	o.ClassGone = live == nil && o.Class != nil
 	imageName := m.Spec.ImageName
 	if imageName == "" && o.Class != nil {
 		imageName = o.Class.Spec.ImageName
@@ -317,11 +319,18 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 // madeOf is the class m is made from: the class as it is (its status, so
 // the storage hold-back of the class as it is applies), with the spec the
 // apiserver recorded when m was created, so that editing a class changes
-// only machines made afterwards (rule 10). A machine recorded before
-// snapshots were is made from the class as it is.
+// only machines made afterwards (rule 10). A class deleted since takes
+// nothing from the machines made of it either: they are made, and run,
+// from their snapshot alone (a class with no status: no hold-back). A
+// machine recorded before snapshots were is made from the class as it is,
+// and has none once it is deleted.
 func madeOf(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass) *v1alpha1.MacOSMachineClass {
-	if class == nil || m.Status.ClassSnapshot == nil {
+	if m.Status.ClassSnapshot == nil {
 		return class
+	}
+	if class == nil {
+		return &v1alpha1.MacOSMachineClass{ObjectMeta: metav1.ObjectMeta{Name: m.Spec.ClassName},
+			Spec: *m.Status.ClassSnapshot.Spec.DeepCopy()}
 	}
 	made := class.DeepCopy()
 	made.Spec = *m.Status.ClassSnapshot.Spec.DeepCopy()
