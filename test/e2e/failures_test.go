@@ -750,7 +750,8 @@ func (e *env) metrics(t testing.TB) string {
 // builder is not run again over the disk the guest boots from, and the
 // machine stays Ready; its system disk DataVolume is its disk going — it is
 // not cloned again under the running guest: the machine fails,
-// SystemDiskLost, and its pool replaces it.
+// SystemDiskLost, and its pool replaces it. The agent token's Secret fails
+// it too (AgentTokenLost): no answer of its agent can be proven its own.
 func (e *env) testChildrenDeletedUnderRunningMachine(t *testing.T) {
 	ctx := context.Background()
 	ns := e.namespace(t, "children")
@@ -785,6 +786,22 @@ func (e *env) testChildrenDeletedUnderRunningMachine(t *testing.T) {
 	dvs, err := e.dynamic(t).Resource(harness.DataVolumeGVR).Namespace(ns).List(ctx, byUID)
 	require.NoError(t, err)
 	assert.Empty(t, dvs.Items, "a system disk cloned again for the lost machine")
+	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
+
+	// The agent token's Secret: no answer can be proven the machine's
+	// again, and a new token would never match the guest's.
+	var next v1alpha1.MacOSMachine
+	for _, m := range e.machines(t, ns) {
+		if m.DeletionTimestamp == nil && m.Status.Phase == v1alpha1.MachineReady {
+			next = m
+		}
+	}
+	require.NotEmpty(t, next.Name)
+	token := machine.NamesFor(&next).TokenSecret
+	require.NoError(t, e.kube.CoreV1().Secrets(ns).Delete(ctx, token, metav1.DeleteOptions{}))
+	ev = e.waitEvent(t, ns, "MacOSMachine", next.Name, machine.ReasonAgentTokenLost, token)
+	assert.Equal(t, "Warning", ev.Type)
+	e.gone(t, ns, next.Name, 60*time.Second)
 	e.waitPool(t, ns, "warm", 90*time.Second, func(p *v1alpha1.MacOSMachinePool) bool { return p.Status.ReadyReplicas == 1 })
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -208,4 +209,23 @@ func TestSystemDiskGoneOnceTheVMExistsIsNotClonedAgain(t *testing.T) {
 	assert.Empty(t, dvs.Items, "a system disk cloned again under the running VM")
 	assert.Nil(t, e.o.DV)
 	assert.Empty(t, e.events())
+}
+
+// The agent token's Secret and the bootdisk PVC, deleted once the
+// VirtualMachine exists, are not made again: a new token would never match
+// the one the guest's bootdisk carries, and a new PVC would be empty
+// (Derive fails the machine).
+func TestTokenAndBootdiskGoneOnceTheVMExistsAreNotMadeAgain(t *testing.T) {
+	m := testMachine()
+	e := newActEnv(t, m)
+	e.o.VM = vm(t0, kubevirtv1.VirtualMachineStatusRunning)
+	e.o.DV = dv(cdiv1.Succeeded)
+	e.o.Secret, e.o.PVC = nil, nil
+	e.o.TokenLost, e.o.BootdiskLost = true, true
+	var requeue time.Duration
+	require.NoError(t, e.r.act(context.Background(), m, e.o, &requeue))
+	_, err := e.kube.CoreV1().Secrets(m.Namespace).Get(context.Background(), NamesFor(m).TokenSecret, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "a new agent token made under the running guest: %v", err)
+	_, err = e.kube.CoreV1().PersistentVolumeClaims(m.Namespace).Get(context.Background(), NamesFor(m).BootdiskPVC, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "an empty bootdisk PVC made under the running guest: %v", err)
 }

@@ -104,6 +104,18 @@ const (
 // would not be the disk it runs from: the machine fails, to be replaced.
 const ReasonSystemDiskLost = "SystemDiskLost"
 
+// ReasonBootdiskLost: the bootdisk PVC went while the VirtualMachine that
+// boots from it exists: the machine fails, to be replaced; a PVC made
+// again would be empty, and rendering it again would be a new bootdisk
+// under the guest.
+const ReasonBootdiskLost = "BootdiskLost"
+
+// ReasonAgentTokenLost: the agent token's Secret went while the
+// VirtualMachine whose bootdisk carries the token exists. No answer of the
+// agent can be proven this machine's again: the machine fails, to be
+// replaced; a new token would never match the guest's.
+const ReasonAgentTokenLost = "AgentTokenLost"
+
 // Observed is everything a reconcile saw of a machine's world. Nil means
 // absent.
 type Observed struct {
@@ -122,6 +134,13 @@ type Observed struct {
 	// ClassGone says the class object was deleted: Class is the machine's
 	// snapshot alone, and there is no class status to write.
 	ClassGone bool
+	// BootdiskLost and TokenLost say the bootdisk PVC, or the agent token's
+	// Secret, is gone while the VirtualMachine exists. The VM is made only
+	// once the bootdisk is rendered into the PVC, carrying the token to the
+	// guest's agent: the guest cannot start again, or no answer of its
+	// agent can be proven this machine's again; neither is made anew (an
+	// empty PVC, a token that would never match the guest's).
+	BootdiskLost, TokenLost bool
 
 	// StorageHeldBack says why new clones into the class's StorageClass
 	// are held back (the hold-back runs, or another machine probes).
@@ -221,6 +240,14 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	switch {
 	case st.IdentityRef == nil:
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonWaitingIdentity, "the bootdisk carries the identity; waiting for one")
+	case o.BootdiskLost:
+		// The VM is made only once the bootdisk is rendered into the PVC
+		// (which Kubernetes keeps while a running VM's pod uses it).
+		msg := fmt.Sprintf("PersistentVolumeClaim %s, the bootdisk VirtualMachine %s boots from, is gone: the guest cannot start again",
+			NamesFor(m).BootdiskPVC, o.VM.Name)
+		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonBootdiskLost, msg)
+		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonBootdiskLost,
+			Message: msg + "; failed to be replaced"}
 	case o.Job == nil && o.VM != nil:
 		// The VM is made only once its bootdisk Job succeeded: a Job
 		// deleted since takes nothing away from the disk it rendered.
@@ -348,6 +375,15 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 			set(v1alpha1.MachineGuestReady, metav1.ConditionTrue, string(a.Stage), "the guest agent reports Ready")
 		} else {
 			set(v1alpha1.MachineGuestReady, metav1.ConditionFalse, string(a.Stage), st.Agent.Message)
+		}
+	}
+	if o.TokenLost {
+		msg := fmt.Sprintf("Secret %s, holding the token the bootdisk gave the guest's agent, is gone: the agent can no longer prove it is this machine's",
+			NamesFor(m).TokenSecret)
+		set(v1alpha1.MachineAgentReachable, metav1.ConditionFalse, ReasonAgentTokenLost, msg)
+		if d.Fail == nil {
+			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonAgentTokenLost,
+				Message: msg + "; failed to be replaced"}
 		}
 	}
 	if g := meta.FindStatusCondition(st.Conditions, v1alpha1.MachineGuestReady); running && (g == nil || g.Reason == ReasonNotStarted) {

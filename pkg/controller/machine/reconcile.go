@@ -301,6 +301,7 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 	if o.VM, err = ownedExternal[kubevirtv1.VirtualMachine](m, r.Listers.VMs, n.VirtualMachine); err != nil {
 		return nil, err
 	}
+	o.BootdiskLost, o.TokenLost = o.VM != nil && o.PVC == nil, o.VM != nil && o.Secret == nil
 	if o.VMI, err = external.Get[kubevirtv1.VirtualMachineInstance](r.Listers.VMIs, m.Namespace, n.VirtualMachine); err != nil {
 		return nil, err
 	}
@@ -375,7 +376,7 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 	if m.Status.IdentityRef == nil || o.Identity == nil || o.Class == nil {
 		return nil
 	}
-	if o.Secret == nil {
+	if o.Secret == nil && !o.TokenLost {
 		s, err := r.ensureSecret(ctx, m)
 		if err != nil {
 			return err
@@ -386,7 +387,7 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 	if err != nil {
 		return err
 	}
-	if o.PVC == nil {
+	if o.PVC == nil && !o.BootdiskLost {
 		pvc, err := r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Create(ctx, BootdiskPVC(m, o.Class), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			// Made by an earlier pass the cache has not shown yet.
