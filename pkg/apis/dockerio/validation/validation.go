@@ -74,11 +74,11 @@ var (
 	cpuFeaturePolicies = sets.New(
 		dockerio.CPUFeaturePolicyForce, dockerio.CPUFeaturePolicyRequire, dockerio.CPUFeaturePolicyOptional,
 		dockerio.CPUFeaturePolicyDisable, dockerio.CPUFeaturePolicyForbid)
-	diskBuses      = sets.New(dockerio.DiskBusNVMe, dockerio.DiskBusSATA, dockerio.DiskBusVirtio)
-	machinePhases  = sets.New(dockerio.MachinePending, dockerio.MachineProvisioning, dockerio.MachineStarting, dockerio.MachineReady, dockerio.MachineTerminating, dockerio.MachineFailed)
-	claimPhases    = sets.New(dockerio.ClaimPending, dockerio.ClaimBound, dockerio.ClaimLost)
-	agentStages    = sets.New(dockerio.AgentStageBooted, dockerio.AgentStageSessionStarted, dockerio.AgentStageProvisioning, dockerio.AgentStageReady, dockerio.AgentStageDegraded)
-	addressTypes   = sets.New(dockerio.MachineAddressPod, dockerio.MachineAddressAgent)
+	diskBuses     = sets.New(dockerio.DiskBusNVMe, dockerio.DiskBusSATA, dockerio.DiskBusVirtio)
+	machinePhases = sets.New(dockerio.MachinePending, dockerio.MachineProvisioning, dockerio.MachineStarting, dockerio.MachineReady, dockerio.MachineTerminating, dockerio.MachineFailed)
+	claimPhases   = sets.New(dockerio.ClaimPending, dockerio.ClaimBound, dockerio.ClaimLost)
+	agentStages   = sets.New(dockerio.AgentStageBooted, dockerio.AgentStageSessionStarted, dockerio.AgentStageProvisioning, dockerio.AgentStageReady, dockerio.AgentStageDegraded)
+	addressTypes  = sets.New(dockerio.MachineAddressPod, dockerio.MachineAddressAgent)
 	// reservedLabels are set by DockerIOS on machines, never by a pool's
 	// template: what each means.
 	reservedLabels = map[string]string{
