@@ -55,6 +55,7 @@ func TestThroughKubeAPIServer(t *testing.T) {
 	t.Run("EditAloneReadsWhatItWrites", e.testEditAlone)
 	t.Run("CustomVerbsOnEveryWritePath", e.testCustomVerbsOnEveryWritePath)
 	t.Run("IdentityValuesHiddenFromViewers", e.testViewerSeesNoIdentityValues)
+	t.Run("StatusWriterTouchesOnlyStatus", e.testStatusWriterTouchesOnlyStatus)
 	t.Run("FiftyClaimsRaceForTwentyMachines", e.testBindRace)
 	t.Run("DirectRequestsNeedTheFrontProxy", e.testDirectRequests)
 	t.Run("NamespaceDeletionCompletes", e.testNamespaceDeletion)

@@ -75,15 +75,20 @@ func StatusResetFields(ownedElsewhere ...fieldpath.Path) map[fieldpath.APIVersio
 		fieldpath.MakePathOrDie("metadata", "labels"),
 		fieldpath.MakePathOrDie("metadata", "annotations"),
 		fieldpath.MakePathOrDie("metadata", "finalizers"),
+		fieldpath.MakePathOrDie("metadata", "ownerReferences"),
 	}, ownedElsewhere...)...)
 	return map[fieldpath.APIVersion]*fieldpath.Set{apiVersion: set}
 }
 
 // KeepMetadataOnStatusWrite restores what StatusResetFields says a status
-// write leaves alone in metadata: labels, annotations and finalizers belong
-// to the main resource.
+// write leaves alone in metadata: labels, annotations, finalizers and owner
+// references belong to the main resource. Owner references as for
+// pods/status and a custom resource's /status: whoever may only write
+// status must not orphan the object (so that the garbage collector never
+// takes it away) nor give it another owner (so that it does).
 func KeepMetadataOnStatusWrite(obj, old metav1.Object) {
 	obj.SetLabels(old.GetLabels())
 	obj.SetAnnotations(old.GetAnnotations())
 	obj.SetFinalizers(old.GetFinalizers())
+	obj.SetOwnerReferences(old.GetOwnerReferences())
 }

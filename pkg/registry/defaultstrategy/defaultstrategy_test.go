@@ -26,7 +26,7 @@ import (
 
 func TestStatusResetFields_LeaveSpecMetadataAndOwnedFieldsAlone(t *testing.T) {
 	set := StatusResetFields(fieldpath.MakePathOrDie("status", "claimRef"))[apiVersion]
-	for _, p := range [][]interface{}{{"spec"}, {"metadata", "labels"}, {"metadata", "annotations"}, {"metadata", "finalizers"}, {"status", "claimRef"}} {
+	for _, p := range [][]interface{}{{"spec"}, {"metadata", "labels"}, {"metadata", "annotations"}, {"metadata", "finalizers"}, {"metadata", "ownerReferences"}, {"status", "claimRef"}} {
 		assert.True(t, set.Has(fieldpath.MakePathOrDie(p...)), "%v must be reset", p)
 	}
 	assert.False(t, set.Has(fieldpath.MakePathOrDie("status", "phase")), "the rest of status is the status writer's")
@@ -38,12 +38,19 @@ func TestBase_MainResourceNeverOwnsStatus(t *testing.T) {
 	assert.False(t, set.Has(fieldpath.MakePathOrDie("spec")))
 }
 
-func TestKeepMetadataOnStatusWrite_RestoresLabelsAnnotationsFinalizers(t *testing.T) {
-	old := &metav1.ObjectMeta{Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"b": "2"}, Finalizers: []string{"dockerios.io/teardown"}}
+func TestKeepMetadataOnStatusWrite_RestoresLabelsAnnotationsFinalizersOwners(t *testing.T) {
+	pool := metav1.OwnerReference{APIVersion: "dockerios.io/v1alpha1", Kind: "MacOSMachinePool", Name: "ci", UID: "uid-ci"}
+	old := &metav1.ObjectMeta{Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"b": "2"}, Finalizers: []string{"dockerios.io/teardown"},
+		OwnerReferences: []metav1.OwnerReference{pool}}
 	obj := &metav1.ObjectMeta{Labels: map[string]string{"a": "changed"}, Finalizers: nil, Generation: 7}
 	KeepMetadataOnStatusWrite(obj, old)
 	assert.Equal(t, old.Labels, obj.Labels)
 	assert.Equal(t, old.Annotations, obj.Annotations)
 	assert.Equal(t, old.Finalizers, obj.Finalizers)
+	assert.Equal(t, old.OwnerReferences, obj.OwnerReferences, "a status write neither orphans the object nor gives it another owner")
 	assert.Equal(t, int64(7), obj.Generation, "other metadata is untouched")
+
+	obj = &metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "uid-other"}}}
+	KeepMetadataOnStatusWrite(obj, old)
+	assert.Equal(t, old.OwnerReferences, obj.OwnerReferences)
 }
