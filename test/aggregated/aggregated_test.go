@@ -56,6 +56,7 @@ func TestThroughKubeAPIServer(t *testing.T) {
 	t.Run("CustomVerbsOnEveryWritePath", e.testCustomVerbsOnEveryWritePath)
 	t.Run("IdentityValuesHiddenFromViewers", e.testViewerSeesNoIdentityValues)
 	t.Run("StatusWriterTouchesOnlyStatus", e.testStatusWriterTouchesOnlyStatus)
+	t.Run("NamespaceAdminLeavesStatusAndTeardownToTheController", e.testNamespaceAdminLeavesStatusAndTeardownToTheController)
 	t.Run("FiftyClaimsRaceForTwentyMachines", e.testBindRace)
 	t.Run("DirectRequestsNeedTheFrontProxy", e.testDirectRequests)
 	t.Run("NamespaceDeletionCompletes", e.testNamespaceDeletion)

@@ -18,6 +18,7 @@ package aggregated
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +68,35 @@ rules:
 		stan.MustRun(t, "", "patch", "mm", "owned", "-n", ns, "--subresource=status", "--type="+patch.typ, "-p", patch.body)
 		assert.Equal(t, "owner", ownerRefs(), "a %s patch of /status changed the owner references", patch.typ)
 	}
+}
+
+// A namespace admin (the built-in admin role, which aggregates
+// dockerios-admin) does everything with its machines but what is the
+// controller's: writing their status, which may fail a machine and so free
+// its identity while only the controller knows whether its VM is gone, and
+// taking the teardown finalizer off a machine being deleted, which skips
+// the teardown. The controller's ClusterRole may do both.
+func (e *env) testNamespaceAdminLeavesStatusAndTeardownToTheController(t *testing.T) {
+	ns := e.namespace(t, "ns-admin")
+	e.machine(t, ns, "held", "")
+	e.admin.MustRun(t, "", "create", "rolebinding", "ada-admin", "-n", ns, "--clusterrole=admin", "--user=ada")
+	// The controller's ClusterRole as deployed (the Deployment in the same
+	// file never runs here: no scheduler, no kubelet).
+	e.admin.MustRun(t, "", "apply", "-f", filepath.Join("..", "..", "artifacts", "deploy", "09-controller.yaml"))
+	e.admin.MustRun(t, "", "create", "rolebinding", "ctl-controller", "-n", ns, "--clusterrole=dockerios-controller", "--user=ctl")
+	ada, ctl := e.user(t, "ada"), e.user(t, "ctl")
+
+	ada.MustRun(t, "", "label", "mm", "held", "-n", ns, "team=macos")
+	forbidden(t, ada.Run("", "patch", "mm", "held", "-n", ns, "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Failed"}}`),
+		`cannot patch resource "macosmachines/status"`)
+
+	ada.MustRun(t, "", "delete", "mm", "held", "-n", ns, "--wait=false")
+	removeFinalizers := []string{"patch", "mm", "held", "-n", ns, "--type=json", "-p", `[{"op":"remove","path":"/metadata/finalizers"}]`}
+	for _, dryRun := range []string{"--dry-run=server", "--dry-run=none"} {
+		forbidden(t, ada.Run("", append(removeFinalizers, dryRun)...), "cannot update macosmachines/finalizers of held")
+	}
+	assert.Equal(t, "dockerios.io/teardown", e.admin.MustRun(t, "", "get", "mm", "held", "-n", ns, "-o", "jsonpath={.metadata.finalizers[*]}"))
+
+	ctl.MustRun(t, "", removeFinalizers...)
+	assert.Contains(t, e.admin.Run("", "get", "mm", "held", "-n", ns).Stderr, "NotFound", "the controller's role lets the machine go")
 }

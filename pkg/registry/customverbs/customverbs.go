@@ -57,16 +57,21 @@ type ClassPools interface {
 
 // Target is the object a verb is checked on.
 type Target struct {
-	Resource  string // e.g. macosmachinepools
-	Namespace string // empty for cluster-scoped resources
-	Name      string
+	Resource    string // e.g. macosmachinepools
+	Subresource string // e.g. finalizers; usually empty
+	Namespace   string // empty for cluster-scoped resources
+	Name        string
 }
 
 func (t Target) String() string {
-	if t.Namespace == "" {
-		return t.Resource + "/" + t.Name
+	s := t.Resource + "/" + t.Name
+	if t.Subresource != "" {
+		s = t.Resource + "/" + t.Subresource + " of " + t.Name
 	}
-	return t.Resource + "/" + t.Name + " in namespace " + t.Namespace
+	if t.Namespace == "" {
+		return s
+	}
+	return s + " in namespace " + t.Namespace
 }
 
 // Require returns nil if the user of ctx may verb target, and otherwise a
@@ -89,6 +94,7 @@ func Require(ctx context.Context, a authorizer.Authorizer, verb string, target T
 		APIGroup:        dockerio.GroupName,
 		APIVersion:      v1alpha1.SchemeGroupVersion.Version,
 		Resource:        target.Resource,
+		Subresource:     target.Subresource,
 		Name:            target.Name,
 		ResourceRequest: true,
 	})

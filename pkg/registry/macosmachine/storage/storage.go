@@ -21,7 +21,9 @@ package storage
 
 import (
 	"context"
+	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -68,6 +70,10 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, ledger *identityledger.Led
 		ResetFieldsStrategy: macosmachine.Strategy,
 
 		TableConvertor: macosmachine.TableConvertor,
+
+		BeginUpdate: func(ctx context.Context, obj, old runtime.Object, _ *metav1.UpdateOptions) (genericregistry.FinishFunc, error) {
+			return noFinish, mayRemoveTeardownFinalizer(ctx, authz, obj.(*dockerio.MacOSMachine), old.(*dockerio.MacOSMachine))
+		},
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: macosmachine.GetAttrs}); err != nil {
 		return MachineStorage{}, err
@@ -82,6 +88,26 @@ func NewStorage(optsGetter generic.RESTOptionsGetter, ledger *identityledger.Led
 			dockerio.Resource("macosmachines"), m.Name, "a machine draws an identity from its class's pool, which needs verb use on it")
 	})
 	return MachineStorage{Machine: &REST{Store: &ledgerstore.Store{Store: store}}, Status: statusrest.New(store, macosmachine.StatusStrategy)}, nil
+}
+
+func noFinish(context.Context, bool) {}
+
+// mayRemoveTeardownFinalizer lets an update take the teardown finalizer off
+// a machine being deleted only for a user who may update
+// macosmachines/finalizers (the controller's role, and cluster admins; the
+// permission kube-apiserver's OwnerReferencesPermissionEnforcement asks of
+// whoever blocks an owner's deletion): taken off early, the machine goes
+// before its VM is confirmed gone, and its identity with it (rules 6 and
+// 9). On a machine not being deleted the strategy keeps it anyway.
+func mayRemoveTeardownFinalizer(ctx context.Context, authz authorizer.Authorizer, m, old *dockerio.MacOSMachine) error {
+	if old.DeletionTimestamp == nil || !slices.Contains(old.Finalizers, dockerio.MachineTeardownFinalizer) ||
+		slices.Contains(m.Finalizers, dockerio.MachineTeardownFinalizer) {
+		return nil
+	}
+	return customverbs.Require(ctx, authz, "update",
+		customverbs.Target{Resource: "macosmachines", Subresource: "finalizers", Namespace: old.Namespace, Name: old.Name},
+		dockerio.Resource("macosmachines"), old.Name,
+		"removing "+dockerio.MachineTeardownFinalizer+" lets the machine go before its VirtualMachine is confirmed gone, and its identity with it; the controller removes it once the teardown is done")
 }
 
 // ShortNames lets `kubectl get mm` work.

@@ -32,6 +32,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericregistrytest "k8s.io/apiserver/pkg/registry/generic/testing"
 	"k8s.io/apiserver/pkg/registry/rest"
 
@@ -209,6 +212,64 @@ func TestStorage_DeleteWaitsForTeardownFinalizer(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Machine.Get(ctx, "mac-1", &metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "got %v", err)
+}
+
+// Taking the teardown finalizer off a machine being deleted lets it go
+// before its VM is confirmed gone: only a user who may update
+// macosmachines/finalizers (the controller) may, dry run or not; others
+// get 403 naming that permission, and the machine keeps it.
+func TestStorage_RemovingTheTeardownFinalizerNeedsFinalizersPermission(t *testing.T) {
+	getter := registrytest.NewRESTOptionsGetter(t)
+	registrytest.Seed(t, getter, registrytest.MachineClass("standard"), registrytest.IdentityPool("imacpro"))
+	ledger, _ := registrytest.NewLedger(t, getter)
+	authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if a.GetSubresource() == "finalizers" && a.GetUser().GetName() != "controller" {
+			return authorizer.DecisionNoOpinion, "no RBAC rule", nil
+		}
+		return authorizer.DecisionAllow, "", nil
+	})
+	s, err := NewStorage(getter, ledger, authz)
+	require.NoError(t, err)
+	t.Cleanup(s.Machine.DestroyFunc)
+	as := func(name string) context.Context {
+		ctx := genericregistrytest.NewNamespaceScopeContext(s.Machine.Store.Store, metav1.NamespaceDefault)
+		return genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: name})
+	}
+	m := registrytest.Machine("mac-1")
+	m.Finalizers = []string{"example.com/other"}
+	_, err = s.Machine.Create(as("alice"), m, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.NoError(t, err)
+	obj, _, err := s.Machine.Delete(as("alice"), "mac-1", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, obj.(*dockerio.MacOSMachine).DeletionTimestamp)
+	withoutFinalizer := func() rest.UpdatedObjectInfo {
+		current, err := s.Machine.Get(as("alice"), "mac-1", &metav1.GetOptions{})
+		require.NoError(t, err)
+		m := current.(*dockerio.MacOSMachine).DeepCopy()
+		m.Finalizers = []string{"example.com/other"}
+		return rest.DefaultUpdatedObjectInfo(m)
+	}
+
+	for _, dryRun := range [][]string{{metav1.DryRunAll}, nil} {
+		_, _, err = s.Machine.Update(as("alice"), "mac-1", withoutFinalizer(), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{DryRun: dryRun})
+		require.True(t, apierrors.IsForbidden(err), "dry run %v: got %v", dryRun, err)
+		assert.ErrorContains(t, err, "cannot update macosmachines/finalizers of mac-1")
+	}
+	got, err := s.Machine.Get(as("alice"), "mac-1", &metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, got.(*dockerio.MacOSMachine).Finalizers, dockerio.MachineTeardownFinalizer)
+
+	// Other changes to a machine being deleted need no such permission.
+	m = got.(*dockerio.MacOSMachine).DeepCopy()
+	m.Labels = map[string]string{"team": "macos"}
+	_, _, err = s.Machine.Update(as("alice"), "mac-1", rest.DefaultUpdatedObjectInfo(m), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	_, _, err = s.Machine.Update(as("controller"), "mac-1", withoutFinalizer(), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	got, err = s.Machine.Get(as("alice"), "mac-1", &metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, got.(*dockerio.MacOSMachine).Finalizers, dockerio.MachineTeardownFinalizer)
 }
 
 // The teardown finalizer cannot be taken off a machine that is not being
