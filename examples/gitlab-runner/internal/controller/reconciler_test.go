@@ -967,3 +967,40 @@ func TestReplicaNames(t *testing.T) {
 		t.Errorf("replicaNames = %v", got)
 	}
 }
+
+// events drains the recorded Events.
+func (f *fixture) drainEvents() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-f.events.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+// A claim that never got a machine (still Pending) is released without
+// an Event naming an empty machine.
+func TestReconcile_ReleasingAClaimNeverBoundNamesNoMachine(t *testing.T) {
+	f := newFixture(t, 2, nil)
+	f.reconcile() // both claims Pending: the pool has no machine free
+	f.drainEvents()
+	f.scale(1)
+	f.until(func() string {
+		if f.claim(replicaName(name, 1)) != nil {
+			return "the pending claim is still there"
+		}
+		return ""
+	})
+	var released []string
+	for _, ev := range f.drainEvents() {
+		if strings.Contains(ev, "MachineReleased") {
+			released = append(released, ev)
+		}
+	}
+	if len(released) != 1 || strings.Contains(released[0], "machine  released") || !strings.Contains(released[0], "not bound to a machine") {
+		t.Errorf("events %q: want one saying the claim held no machine", released)
+	}
+}

@@ -493,7 +493,11 @@ func (p *pass) remove(ctx context.Context, entry *v1alpha1.RunnerStatus, claim *
 		if !p.deleteClaim(ctx, claim) {
 			return false
 		}
-		p.r.event(p.gr, claim, false, "MachineReleased", "Release", "%s: claim deleted, machine %s released", entry.Name, claim.Status.MachineName)
+		if m := claim.Status.MachineName; m != "" {
+			p.r.event(p.gr, claim, false, "MachineReleased", "Release", "%s: claim deleted, machine %s released", entry.Name, m)
+		} else {
+			p.r.event(p.gr, claim, false, "MachineReleased", "Release", "%s: claim deleted; it was not bound to a machine", entry.Name)
+		}
 		p.r.jobs.forget(claim.UID)
 	}
 	return true
