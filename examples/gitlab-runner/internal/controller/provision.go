@@ -130,7 +130,7 @@ func runJob(ctx context.Context, in *jobInput, progress func(stage jobStage, ste
 	}
 	for _, r := range found {
 		if r.Description == in.create.Description {
-			if err := in.gitlab.DeleteRunner(ctx, r.ID); err != nil {
+			if _, err := in.gitlab.DeleteRunner(ctx, r.ID); err != nil {
 				return nil, gitlabFailure(fmt.Sprintf("deleting runner %d left by an interrupted attempt", r.ID), err)
 			}
 		}
@@ -144,7 +144,7 @@ func runJob(ctx context.Context, in *jobInput, progress func(stage jobStage, ste
 		// go all the same.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := in.gitlab.DeleteRunner(dctx, created.ID); err != nil {
+		if _, err := in.gitlab.DeleteRunner(dctx, created.ID); err != nil {
 			// The next attempt finds it by its description.
 			cause = fmt.Errorf("%w (and deleting runner %d failed: %v)", cause, created.ID, err)
 		}

@@ -1004,3 +1004,35 @@ func TestReconcile_ReleasingAClaimNeverBoundNamesNoMachine(t *testing.T) {
 		t.Errorf("events %q: want one saying the claim held no machine", released)
 	}
 }
+
+// A pass reading a status that has not caught up with the removal (a
+// cache behind its own write) finds the runner gone from GitLab: it says
+// nothing was deleted, rather than announce the deletion twice.
+func TestReconcile_ARunnerDeregisteredOnceIsAnnouncedOnce(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	f.registerAll(1)
+	old := f.entry(replicaName(name, 0))
+	recorded := f.runner().Status
+	f.scale(0)
+	f.until(func() string {
+		if _, ok := f.gl.Runner(old.RunnerID); ok || f.claim(old.Name) != nil {
+			return "not removed"
+		}
+		return ""
+	})
+	gr := f.runner()
+	gr.Status = recorded
+	if err := f.c.Status().Update(context.Background(), gr); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile()
+	n := 0
+	for _, ev := range f.drainEvents() {
+		if strings.Contains(ev, "RunnerDeregistered") && strings.Contains(ev, fmt.Sprintf("runner %d ", old.RunnerID)) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d RunnerDeregistered Events for runner %d, want 1", n, old.RunnerID)
+	}
+}

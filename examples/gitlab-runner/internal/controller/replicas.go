@@ -585,13 +585,19 @@ func (p *pass) deregister(ctx context.Context, entry *v1alpha1.RunnerStatus, cla
 		}
 	}
 	for id := range ids {
-		if err := gl.DeleteRunner(ctx, id); err != nil {
+		deleted, err := gl.DeleteRunner(ctx, id)
+		if err != nil {
 			entry.Message = fmt.Sprintf("deleting runner %d in GitLab: %v", id, err)
 			p.fail(err)
 			return false
 		}
 		p.r.verified.Delete(id)
-		p.r.event(p.gr, claim, false, "RunnerDeregistered", "Deregister", "%s: runner %d deleted in GitLab", entry.Name, id)
+		if deleted {
+			// One already gone (deleted by an earlier pass whose status
+			// write this pass has not read back, or in GitLab) was not
+			// deleted now: announced once.
+			p.r.event(p.gr, claim, false, "RunnerDeregistered", "Deregister", "%s: runner %d deleted in GitLab", entry.Name, id)
+		}
 	}
 	entry.RunnerID, entry.RegisteredTime, entry.DrainStartTime = 0, nil, nil
 	return true

@@ -136,13 +136,14 @@ func (c *Client) GetRunner(ctx context.Context, id int64) (*Runner, error) {
 	return &out, nil
 }
 
-// DeleteRunner deletes runner id. A runner already gone is not an error.
-func (c *Client) DeleteRunner(ctx context.Context, id int64) error {
-	err := c.do(ctx, http.MethodDelete, "/runners/"+strconv.FormatInt(id, 10), nil, nil, nil)
+// DeleteRunner deletes runner id and says whether it did. A runner already
+// gone is not an error: it answers false.
+func (c *Client) DeleteRunner(ctx context.Context, id int64) (deleted bool, err error) {
+	err = c.do(ctx, http.MethodDelete, "/runners/"+strconv.FormatInt(id, 10), nil, nil, nil)
 	if IsNotFound(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // SetPaused pauses (or resumes) runner id: a paused runner takes no new

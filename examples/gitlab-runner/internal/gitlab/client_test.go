@@ -177,15 +177,15 @@ func TestPauseCountJobsAndDelete(t *testing.T) {
 	if n, err := c.RunningJobs(t.Context(), r.ID); err != nil || n != 2 {
 		t.Fatalf("running jobs %d, %v; want 2", n, err)
 	}
-	if err := c.DeleteRunner(t.Context(), r.ID); err != nil {
-		t.Fatal(err)
+	if deleted, err := c.DeleteRunner(t.Context(), r.ID); err != nil || !deleted {
+		t.Fatalf("deleting: %v, %v", deleted, err)
 	}
 	if d := fake.Deleted(); len(d) != 1 || d[0].ID != r.ID || !d[0].PausedBeforeDelete {
 		t.Errorf("deleted %+v", d)
 	}
 	// Gone already: deleting again is done, reading is a 404.
-	if err := c.DeleteRunner(t.Context(), r.ID); err != nil {
-		t.Errorf("deleting a deleted runner: %v", err)
+	if deleted, err := c.DeleteRunner(t.Context(), r.ID); err != nil || deleted {
+		t.Errorf("deleting a deleted runner: %v, %v; want nothing deleted and no error", deleted, err)
 	}
 	if _, err := c.GetRunner(t.Context(), r.ID); !gitlab.IsNotFound(err) {
 		t.Errorf("reading a deleted runner: %v, want not found", err)
@@ -203,7 +203,7 @@ func TestGitLabDown(t *testing.T) {
 	if !errors.As(err, &e) || e.StatusCode != http.StatusBadGateway {
 		t.Fatalf("%v, want 502", err)
 	}
-	if err := c.DeleteRunner(t.Context(), 1); err == nil {
+	if _, err := c.DeleteRunner(t.Context(), 1); err == nil {
 		t.Error("a delete GitLab failed was taken as done")
 	}
 }
