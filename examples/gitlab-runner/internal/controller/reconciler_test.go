@@ -1036,3 +1036,30 @@ func TestReconcile_ARunnerDeregisteredOnceIsAnnouncedOnce(t *testing.T) {
 		t.Errorf("%d RunnerDeregistered Events for runner %d, want 1", n, old.RunnerID)
 	}
 }
+
+// A GitLab that cannot answer (down, or hanging until the client's
+// timeout) is asked whether a registered runner still exists at most
+// every verifyInterval, as when it answers: otherwise every pass waits
+// for it once per replica, holding status, scale changes and deletion.
+func TestReconcile_AFailedLookupIsNotRepeatedEveryPass(t *testing.T) {
+	f := newFixture(t, 2, nil)
+	f.registerAll(2)
+	f.clock.Step(verifyInterval + time.Second)
+	f.gl.FailRequests(502)
+	before := len(f.gl.Calls())
+	for range 3 {
+		f.reconcile()
+	}
+	var lookups []string
+	for _, c := range f.gl.Calls()[before:] {
+		if strings.HasPrefix(c, "GET /api/v4/runners/1") {
+			lookups = append(lookups, c)
+		}
+	}
+	if len(lookups) != 2 {
+		t.Errorf("GitLab asked %q in three passes, want each runner once", lookups)
+	}
+	if gr := f.runner(); gr.Status.ReadyReplicas != 2 {
+		t.Errorf("status %+v: runners not known to be gone are Ready", gr.Status)
+	}
+}

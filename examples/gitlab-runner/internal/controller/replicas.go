@@ -431,7 +431,12 @@ func (p *pass) verify(ctx context.Context, entry *v1alpha1.RunnerStatus, claim *
 		p.r.jobs.forget(claim.UID)
 		return false
 	} else if err != nil {
-		return true // GitLab is down: nothing to learn now
+		// GitLab is down, or hangs until the client's timeout: nothing to
+		// learn now, and it is asked again only after verifyInterval, as
+		// when it answers — not on every pass, each of which would wait
+		// for it once per replica.
+		p.r.verified.Store(entry.RunnerID, p.now)
+		return true
 	}
 	p.r.verified.Store(entry.RunnerID, p.now)
 	return true
