@@ -50,9 +50,11 @@ var errTimedOut = errors.New("timed out")
 type claimOptions struct {
 	*options
 	pool, class, selector string
-	wait                  bool
-	timeout               time.Duration
-	out                   *output
+	// poolSet says --pool was given (perhaps empty).
+	poolSet bool
+	wait    bool
+	timeout time.Duration
+	out     *output
 }
 
 func newClaimCommand(o *options) *cobra.Command {
@@ -98,6 +100,7 @@ released) and claim says how to release it.
 			if len(args) > 0 {
 				name = args[0]
 			}
+			c.poolSet = cmd.Flags().Changed("pool")
 			return c.run(cmd.Context(), name, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -120,6 +123,14 @@ func (c *claimOptions) run(ctx context.Context, name string, stdout, stderr io.W
 	}
 	if c.timeout < 0 {
 		return fmt.Errorf("--timeout must not be negative")
+	}
+	// The flag group holds a flag given empty as given: without this, the
+	// apiserver's refusal would be about a generateName of "-claim-".
+	switch {
+	case c.pool == "" && c.class == "" && c.poolSet:
+		return fmt.Errorf("--pool must name a MacOSMachinePool")
+	case c.pool == "" && c.class == "":
+		return fmt.Errorf("--class must name a MacOSMachineClass")
 	}
 	claim := &v1alpha1.MacOSMachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name},

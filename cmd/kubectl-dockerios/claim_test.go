@@ -347,6 +347,8 @@ func TestClaim_RefusesBadFlagsBeforeCreating(t *testing.T) {
 		{"a bad selector", []string{"claim", "--pool", "warm", "-l", "a in (b"}, "--selector"},
 		{"a negative timeout", []string{"claim", "--pool", "warm", "--timeout", "-1s"}, "--timeout must not be negative"},
 		{"two names", []string{"claim", "a", "b", "--pool", "warm"}, "accepts at most 1 arg(s)"},
+		{"an empty pool", []string{"claim", "--pool", ""}, "--pool must name a MacOSMachinePool"},
+		{"an empty class", []string{"claim", "--class", ""}, "--class must name a MacOSMachineClass"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			api := newFakeAPI()
