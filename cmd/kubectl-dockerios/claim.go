@@ -43,6 +43,10 @@ import (
 // fails, which ends the wait with the reason before this does.
 const defaultClaimTimeout = 30 * time.Minute
 
+// createTimeout bounds the claim's create, which an interrupt does not
+// cut short.
+const createTimeout = time.Minute
+
 // errTimedOut is the cause of the wait's context when --timeout passes,
 // telling it from an interrupt.
 var errTimedOut = errors.New("timed out")
@@ -156,7 +160,13 @@ func (c *claimOptions) run(ctx context.Context, name string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	created, err := client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
+	// An interrupt does not cut the create short: the apiserver may have
+	// made the claim (named by it, from generateName) with the answer on
+	// its way, and a claim nobody was told of would hold its machine. The
+	// create completes, bounded, and the claim is named below.
+	createCtx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	created, err := client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(createCtx, claim, metav1.CreateOptions{})
+	cancelCreate()
 	if err != nil {
 		return err
 	}

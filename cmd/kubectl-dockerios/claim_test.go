@@ -34,6 +34,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	dockeriov1alpha1client "github.com/dockerios/dockerios/pkg/generated/clientset/versioned/typed/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/storage/binding"
 )
 
@@ -466,5 +467,61 @@ func TestClaimVerdict_UsesTheBoundConditionsMessage(t *testing.T) {
 		Message: "no Ready, unbound MacOSMachine of the pool matching its selector is free to take"})
 	if v := assess(); !strings.Contains(v.waitingFor, "matching its selector") {
 		t.Errorf("with the condition: %q", v.waitingFor)
+	}
+}
+
+// interruptedCreate is a client whose claim create is interrupted (Ctrl-C
+// cancels main's context) while the request is on its way: the apiserver
+// has made the claim, the client sees only its context end — as client-go
+// does when a response is cut short.
+type interruptedCreate struct {
+	*fakeAPI
+	interrupt context.CancelFunc
+}
+
+func (c *interruptedCreate) DockeriosV1alpha1() dockeriov1alpha1client.DockeriosV1alpha1Interface {
+	return &interruptedCreateV1{DockeriosV1alpha1Interface: c.fakeAPI.DockeriosV1alpha1(), interrupt: c.interrupt}
+}
+
+type interruptedCreateV1 struct {
+	dockeriov1alpha1client.DockeriosV1alpha1Interface
+	interrupt context.CancelFunc
+}
+
+func (c *interruptedCreateV1) MacOSMachineClaims(ns string) dockeriov1alpha1client.MacOSMachineClaimInterface {
+	return &interruptedCreateClaims{MacOSMachineClaimInterface: c.DockeriosV1alpha1Interface.MacOSMachineClaims(ns), interrupt: c.interrupt}
+}
+
+type interruptedCreateClaims struct {
+	dockeriov1alpha1client.MacOSMachineClaimInterface
+	interrupt context.CancelFunc
+}
+
+func (c *interruptedCreateClaims) Create(ctx context.Context, claim *v1alpha1.MacOSMachineClaim, opts metav1.CreateOptions) (*v1alpha1.MacOSMachineClaim, error) {
+	c.interrupt()
+	created, err := c.MacOSMachineClaimInterface.Create(ctx, claim, opts)
+	if err == nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return created, err
+}
+
+// An interrupt while the create is on its way does not leave a claim
+// nobody was told of (its name made by the apiserver from generateName):
+// the create completes and the claim is named, with how to release it.
+func TestClaim_InterruptDuringTheCreateNamesTheClaim(t *testing.T) {
+	api := newFakeAPI(machinePool("warm"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := newPlugin(t, &interruptedCreate{fakeAPI: api, interrupt: cancel})
+	err := p.run(ctx, "claim", "--pool", "warm")
+	list, lerr := api.DockeriosV1alpha1().MacOSMachineClaims(testNS).List(context.Background(), metav1.ListOptions{})
+	if lerr != nil || len(list.Items) != 1 {
+		t.Fatalf("claims %v, %v: want the one made", list, lerr)
+	}
+	var coded *codedError
+	if !errors.As(err, &coded) || coded.code != exitInterrupted ||
+		!strings.Contains(err.Error(), "Release it with: kubectl dockerios release "+list.Items[0].Name+" -n demo") {
+		t.Fatalf("error %v: want status %d naming claim %s and how to release it", err, exitInterrupted, list.Items[0].Name)
 	}
 }
