@@ -48,6 +48,10 @@ func DialSSH(ctx context.Context, addr string, c guest.Credentials) (Guest, erro
 // guestCommandTimeout bounds the registration commands.
 const guestCommandTimeout = 2 * time.Minute
 
+// createTimeout bounds the creation of a runner in GitLab, which a stopped
+// job does not cut short.
+const createTimeout = time.Minute
+
 // startCommand starts the runner service once registered. verify --delete
 // first drops from config.toml any runner GitLab no longer knows: one an
 // interrupted attempt registered before its GitLab runner was deleted and
@@ -135,7 +139,15 @@ func runJob(ctx context.Context, in *jobInput, progress func(stage jobStage, ste
 			}
 		}
 	}
-	created, err := in.gitlab.CreateRunner(ctx, in.create)
+	// The create is not cut short when the job is stopped (its replica
+	// removed, its claim gone): GitLab would carry it out all the same,
+	// after the removal looked for runners to delete, and the runner would
+	// stay registered on nothing. It runs to its answer (bounded by the
+	// HTTP client's timeout, and createTimeout) and the runner it made is
+	// deleted below.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	created, err := in.gitlab.CreateRunner(cctx, in.create)
+	cancel()
 	if err != nil {
 		return nil, gitlabFailure("creating the runner", err)
 	}
@@ -149,6 +161,9 @@ func runJob(ctx context.Context, in *jobInput, progress func(stage jobStage, ste
 			cause = fmt.Errorf("%w (and deleting runner %d failed: %v)", cause, created.ID, err)
 		}
 		return cause
+	}
+	if ctx.Err() != nil {
+		return nil, undo(ctx.Err())
 	}
 	for _, c := range []struct {
 		name, command string

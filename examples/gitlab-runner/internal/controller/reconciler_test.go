@@ -19,6 +19,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"slices"
@@ -1061,5 +1062,56 @@ func TestReconcile_AFailedLookupIsNotRepeatedEveryPass(t *testing.T) {
 	}
 	if gr := f.runner(); gr.Status.ReadyReplicas != 2 {
 		t.Errorf("status %+v: runners not known to be gone are Ready", gr.Status)
+	}
+}
+
+// A replica removed while GitLab is still answering the create of its
+// runner (a slow GitLab) waits for that answer and deletes the runner it
+// made: a create cut short on the client's side is carried out by GitLab
+// all the same, after the removal has looked for runners to delete, and
+// the runner would be left registered with no claim and no machine.
+func TestReconcile_ARunnerCreatedWhileTheReplicaIsRemovedIsDeleted(t *testing.T) {
+	f := newFixture(t, 1, func(gr *v1alpha1.GitLabRunner) { gr.Spec.DrainTimeout = &metav1.Duration{} })
+	arrived, gate, handled := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			// GitLab carries the create out whether or not the client
+			// still waits for the answer.
+			close(arrived)
+			<-gate
+			defer close(handled)
+		}
+		f.gl.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	gr := f.runner()
+	gr.Spec.GitLab.URL = slow.URL
+	if err := f.c.Update(context.Background(), gr); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile()
+	f.bind(replicaName(name, 0), "mac-0", "10.0.0.1")
+	f.reconcile()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner was not created")
+	}
+	f.scale(0)
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && f.claim(replicaName(name, 0)) != nil; {
+		f.reconcile()
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(gate)
+	<-handled
+	f.until(func() string {
+		if f.claim(replicaName(name, 0)) != nil {
+			return "the claim is still there"
+		}
+		return ""
+	})
+	f.reconcile()
+	for _, r := range f.gl.Runners() {
+		t.Errorf("GitLab holds runner %d %q, made for a replica that is gone", r.ID, r.Description)
 	}
 }
