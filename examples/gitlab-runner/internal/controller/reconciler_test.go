@@ -1115,3 +1115,20 @@ func TestReconcile_ARunnerCreatedWhileTheReplicaIsRemovedIsDeleted(t *testing.T)
 		t.Errorf("GitLab holds runner %d %q, made for a replica that is gone", r.ID, r.Description)
 	}
 }
+
+// A replica being removed whose runner cannot be paused (GitLab failing)
+// is not reported Ready: it is on its way out, waiting for GitLab.
+func TestReconcile_ARemovedReplicaGitLabHoldsIsNotReported(t *testing.T) {
+	f := newFixture(t, 2, nil)
+	f.registerAll(2)
+	f.gl.FailRequests(502)
+	f.scale(1)
+	f.reconcile()
+	e := f.entry(replicaName(name, 1))
+	if e.Phase == v1alpha1.RunnerReady || !strings.Contains(e.Message, "502") {
+		t.Errorf("entry %+v: want it removed, held by GitLab's 502", e)
+	}
+	if _, ok := f.gl.Runner(e.RunnerID); !ok || f.claim(e.Name) == nil {
+		t.Fatal("released while GitLab fails")
+	}
+}

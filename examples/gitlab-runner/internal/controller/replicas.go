@@ -480,6 +480,9 @@ func (p *pass) remove(ctx context.Context, entry *v1alpha1.RunnerStatus, claim *
 	drain := durationOf(p.gr.Spec.DrainTimeout, 10*time.Minute)
 	alive := claim != nil && claim.DeletionTimestamp == nil && claim.Status.Phase == dockeriov1alpha1.ClaimBound
 	if entry.RunnerID != 0 && drain > 0 && alive {
+		// On its way out from now on, even while GitLab holds the pause:
+		// never reported Ready (or as the phase it had) again.
+		entry.Phase = v1alpha1.RunnerDraining
 		gl, err := p.gitlab(ctx)
 		if err != nil && !p.givingUp(err) {
 			entry.Message = err.Error()
