@@ -92,6 +92,9 @@ type jobView struct {
 	outcome       *jobOutcome
 	failure       *jobFailure
 	retryAt       time.Time
+	// lastFailure is why the attempt before this one failed (nil for a
+	// first attempt), said while this one runs.
+	lastFailure *jobFailure
 }
 
 // jobFunc does a job's work, reporting its progress.
@@ -152,6 +155,7 @@ func (p *provisioner) start(owner types.NamespacedName, claimUID types.UID, in *
 	j := &job{owner: owner, claimUID: claimUID, cancel: cancel, done: make(chan struct{}), jobView: jobView{attempt: 1, steps: len(in.steps)}}
 	if prev != nil {
 		j.attempt = prev.attempt + 1
+		j.lastFailure = prev.failure
 	}
 	p.jobs[claimUID] = j
 	p.wg.Add(1)

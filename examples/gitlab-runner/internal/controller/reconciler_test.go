@@ -1132,3 +1132,46 @@ func TestReconcile_ARemovedReplicaGitLabHoldsIsNotReported(t *testing.T) {
 		t.Fatal("released while GitLab fails")
 	}
 }
+
+// While an attempt after a failed one runs, the conditions still say what
+// failed: a GitLab failing every attempt (each taking the client's
+// timeout) is not reported as merely "Registering" between backoffs.
+func TestReconcile_ARetryRunningSaysWhatFailedLastTime(t *testing.T) {
+	f := newFixture(t, 1, nil)
+	var mu sync.Mutex
+	attempts := 0
+	f.r.init(func(ctx context.Context, in *jobInput, progress func(jobStage, int, string)) (*jobOutcome, error) {
+		mu.Lock()
+		attempts++
+		n := attempts
+		mu.Unlock()
+		progress(stageRegistering, 0, "")
+		if n == 1 {
+			return nil, &jobFailure{reason: v1alpha1.ReasonGitLabError, message: "listing runners: gitlab: GET /runners/all: 502 Bad Gateway", stage: stageRegistering}
+		}
+		<-ctx.Done() // GitLab hangs this time
+		return nil, ctx.Err()
+	})
+	f.reconcile()
+	f.bind(replicaName(name, 0), "mac-0", "10.0.0.1")
+	f.until(func() string {
+		if c := condition(f.runner(), v1alpha1.ConditionRegistered); c.Reason != v1alpha1.ReasonGitLabError {
+			return fmt.Sprintf("Registered %+v", c)
+		}
+		return ""
+	})
+	f.clock.Step(6 * time.Second)
+	f.until(func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if attempts < 2 {
+			return "no second attempt"
+		}
+		return ""
+	})
+	f.reconcile()
+	c := condition(f.runner(), v1alpha1.ConditionRegistered)
+	if c.Reason != v1alpha1.ReasonGitLabError || !strings.Contains(c.Message, "502 Bad Gateway") || !strings.Contains(c.Message, "attempt 2") {
+		t.Errorf("Registered %+v while attempt 2 runs: want the failure of attempt 1", c)
+	}
+}

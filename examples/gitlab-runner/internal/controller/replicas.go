@@ -260,13 +260,26 @@ func (p *pass) provision(ctx context.Context, entry *v1alpha1.RunnerStatus, clai
 		return
 	case ok && !job.finished:
 		entry.Message = job.describe()
+		// A retry says what failed the attempt before, with its reason
+		// while it has not got past where that one failed: a GitLab that
+		// fails every attempt is not merely "Registering" between backoffs.
+		last := job.lastFailure
+		if last != nil {
+			entry.Message += fmt.Sprintf(" (attempt %d; attempt %d failed: %s)", job.attempt, job.attempt-1, last.message)
+		}
 		if job.stage >= stageRegistering {
 			entry.Phase = v1alpha1.RunnerRegistering
 			v.provision.ok = true
 			v.register = aspect{reason: v1alpha1.ReasonRegistering, message: entry.Message}
+			if last != nil && last.stage >= stageRegistering {
+				v.register.reason = last.reason
+			}
 		} else {
 			entry.Phase = v1alpha1.RunnerProvisioning
 			v.provision = aspect{reason: v1alpha1.ReasonProvisioning, message: entry.Message}
+			if last != nil && last.stage < stageRegistering {
+				v.provision.reason = last.reason
+			}
 			v.register = aspect{reason: v1alpha1.ReasonWaitingForSteps, message: "waiting for provisioning"}
 		}
 		return
