@@ -185,8 +185,13 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.runnerType != 'project_type' || has(self.projectID)",message="a project_type runner needs projectID"
 // +kubebuilder:validation:XValidation:rule="(has(self.tags) && size(self.tags) > 0) || (has(self.runUntagged) && self.runUntagged)",message="a runner without tags must have runUntagged (GitLab refuses it otherwise)"
 type GitLabSpec struct {
-	// url of GitLab, as the controller and the runners reach it.
+	// url of GitLab, as the controller and the runners reach it. It cannot
+	// change: the runners recorded in status are that GitLab's, and are
+	// paused and deleted by their IDs there; another GitLab's runners of
+	// the same IDs are not these. To move to another GitLab, create
+	// another GitLabRunner.
 	// +kubebuilder:validation:Pattern=`^https?://`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="url cannot change: the runners recorded in status are that GitLab's, deleted by their IDs there; create another GitLabRunner for another GitLab"
 	// +kubebuilder:validation:MaxLength=2048
 	URL string `json:"url"`
 	// tokenSecretRef selects the key of a Secret, in the GitLabRunner's

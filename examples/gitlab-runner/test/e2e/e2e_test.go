@@ -105,6 +105,16 @@ func TestGitLabRunner(t *testing.T) {
 		}
 	})
 
+	t.Run("TheGitLabURLCannotChange", func(t *testing.T) {
+		// The runners in status are deleted by their IDs at this URL:
+		// another GitLab's runners of those IDs must never be.
+		r := e.admin.Run("", "-n", namespace, "patch", "gitlabrunner", runnerName, "--type=merge",
+			"-p", `{"spec":{"gitlab":{"url":"https://other-gitlab.example.com"}}}`)
+		if r.Err == nil || !strings.Contains(r.Stderr, "url cannot change") {
+			t.Fatalf("%v %s, want refused: url cannot change", r.Err, r.Stderr)
+		}
+	})
+
 	t.Run("AFailingStepIsReportedAndRetried", func(t *testing.T) {
 		e.h.FailSSHCommands("xcodebuild -version", 69)
 		e.admin.MustRun(t, "", "-n", namespace, "scale", "gitlabrunner", runnerName, "--replicas=3")
