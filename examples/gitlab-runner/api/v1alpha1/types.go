@@ -38,7 +38,9 @@ import (
 // claims the machine, waits for it to be Ready, runs the provisioning
 // steps in the guest over SSH, registers the runner with GitLab, and
 // deregisters it and releases the machine when the replica goes (scale
-// down, delete) or the machine is lost (then it claims another).
+// down, delete) or the machine is lost (then it claims another). Its name
+// is a label value on its claims, so at most 63 characters.
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: it labels the runner's claims"
 type GitLabRunner struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional

@@ -84,6 +84,12 @@ func TestGitLabRunner(t *testing.T) {
 				}
 			})
 		}
+		// The name labels the runner's claims: a label value's 63 at most.
+		long := strings.Repeat("r", 64)
+		obj := `{"apiVersion": "gitlab.examples.dockerios.io/v1alpha1", "kind": "GitLabRunner", "metadata": {"name": "` + long + `", "namespace": "demo"}, "spec": ` + valid + `}`
+		if r := e.admin.Run(obj, "apply", "--dry-run=server", "-f", "-"); r.Err == nil || !strings.Contains(r.Stderr, "at most 63 characters") {
+			t.Fatalf("a 64-character name: %v %s, want refused", r.Err, r.Stderr)
+		}
 	})
 
 	// The controller starts right after the apply: it runs as the
