@@ -54,7 +54,9 @@ const (
 type exampleStack struct {
 	controllerLog, gitlabLog string
 	healthURL                string
-	err                      error
+	// pids are the processes started, by name.
+	pids map[string]int
+	err  error
 }
 
 // startExample starts the fake GitLab and the example's controller (both
@@ -83,8 +85,9 @@ func startExample(t *stackTB, root string, cp *framework.ControlPlane, stateDir 
 	ex := &exampleStack{
 		controllerLog: filepath.Join(stateDir, "gitlab-runner-controller.log"),
 		gitlabLog:     filepath.Join(stateDir, "fake-gitlab.log"),
+		pids:          map[string]int{},
 	}
-	if err := startLogged(t, "fake GitLab", ex.gitlabLog, fakeGitLab, "--listen="+exampleGitLabAddr, "--token="+exampleGitLabToken); err != nil {
+	if err := startLogged(t, ex.pids, "fake-gitlab", ex.gitlabLog, fakeGitLab, "--listen="+exampleGitLabAddr, "--token="+exampleGitLabToken); err != nil {
 		return nil, err
 	}
 	if err := waitHTTP("http://"+exampleGitLabAddr+"/api/v4/runners/all", http.StatusUnauthorized); err != nil {
@@ -100,7 +103,7 @@ func startExample(t *stackTB, root string, cp *framework.ControlPlane, stateDir 
 	// The admin's kubeconfig: in a cluster the controller runs as the
 	// ServiceAccount deploy/ makes, which does not exist until the user
 	// applies it (the example's e2e test runs it that way).
-	if err := startLogged(t, "gitlab-runner-controller", ex.controllerLog, controller, "--kubeconfig="+cp.AdminKubeconfig,
+	if err := startLogged(t, ex.pids, "gitlab-runner-controller", ex.controllerLog, controller, "--kubeconfig="+cp.AdminKubeconfig,
 		"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(port)); err != nil {
 		return nil, err
 	}
@@ -112,8 +115,8 @@ func startExample(t *stackTB, root string, cp *framework.ControlPlane, stateDir 
 
 // startLogged starts bin with its output appended to logPath, stopped
 // (SIGTERM, then SIGKILL) by the stack's cleanup and killed with the
-// stack should that die first.
-func startLogged(t *stackTB, name, logPath, bin string, args ...string) error {
+// stack should that die first, and records its pid in pids under name.
+func startLogged(t *stackTB, pids map[string]int, name, logPath, bin string, args ...string) error {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -138,6 +141,7 @@ func startLogged(t *stackTB, name, logPath, bin string, args ...string) error {
 			t.Errorf("%s did not stop within 30s of SIGTERM", name)
 		}
 	})
+	pids[name] = cmd.Process.Pid
 	t.Logf("%s started (pid %d, log %s)", name, cmd.Process.Pid, logPath)
 	return nil
 }

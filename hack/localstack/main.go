@@ -50,6 +50,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -305,6 +306,9 @@ func describe(cp *framework.ControlPlane, ctrl *framework.Controller, h *harness
 		fmt.Fprintf(&b, "  fake GitLab                 http://%s (PRIVATE-TOKEN %s), log %s\n", exampleGitLabAddr, exampleGitLabToken, ex.gitlabLog)
 	}
 	pids := cp.PIDs()
+	if ex != nil {
+		maps.Copy(pids, ex.pids)
+	}
 	names := make([]string, 0, len(pids))
 	for n := range pids {
 		names = append(names, n)
