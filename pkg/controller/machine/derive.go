@@ -243,8 +243,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	case o.BootdiskLost:
 		// The VM is made only once the bootdisk is rendered into the PVC
 		// (which Kubernetes keeps while a running VM's pod uses it).
-		msg := fmt.Sprintf("PersistentVolumeClaim %s, the bootdisk VirtualMachine %s boots from, is gone: the guest cannot start again",
-			NamesFor(m).BootdiskPVC, o.VM.Name)
+		msg := fmt.Sprintf("PersistentVolumeClaim %s, the bootdisk VirtualMachine %s boots from, is gone (or no longer labelled %s=%s): the guest cannot start again",
+			NamesFor(m).BootdiskPVC, o.VM.Name, MachineUIDLabel, m.UID)
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonBootdiskLost, msg)
 		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonBootdiskLost,
 			Message: msg + "; failed to be replaced"}
@@ -300,8 +300,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 			fmt.Sprintf("DataVolume %s is cloning (%s)", o.DV.Name, progressOr(o.DV)))
 	case o.VM != nil:
 		// The VM is made only once its system disk is cloned.
-		msg := fmt.Sprintf("DataVolume %s, the system disk VirtualMachine %s was made from, is gone: the guest runs from a disk that is going, and cannot start again",
-			NamesFor(m).SystemDisk, o.VM.Name)
+		msg := fmt.Sprintf("DataVolume %s, the system disk VirtualMachine %s was made from, is gone (or no longer labelled %s=%s): the guest runs from a disk that is going, and cannot start again",
+			NamesFor(m).SystemDisk, o.VM.Name, MachineUIDLabel, m.UID)
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonSystemDiskLost, msg)
 		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonSystemDiskLost,
 			Message: msg + "; failed to be replaced"}
@@ -378,8 +378,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		}
 	}
 	if o.TokenLost {
-		msg := fmt.Sprintf("Secret %s, holding the token the bootdisk gave the guest's agent, is gone: the agent can no longer prove it is this machine's",
-			NamesFor(m).TokenSecret)
+		msg := fmt.Sprintf("Secret %s, holding the token the bootdisk gave the guest's agent, is gone (or no longer labelled %s=%s): the agent can no longer prove it is this machine's",
+			NamesFor(m).TokenSecret, MachineUIDLabel, m.UID)
 		set(v1alpha1.MachineAgentReachable, metav1.ConditionFalse, ReasonAgentTokenLost, msg)
 		if d.Fail == nil {
 			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonAgentTokenLost,
