@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -204,9 +205,7 @@ func validateMachineClassSpec(s *dockerio.MacOSMachineClassSpec, fld *field.Path
 		if d.DeviceName == "" {
 			allErrs = append(allErrs, field.Required(p.Child("deviceName"), "the resource name the device plugin advertises"))
 		} else {
-			for _, msg := range utilvalidation.IsQualifiedName(d.DeviceName) {
-				allErrs = append(allErrs, field.Invalid(p.Child("deviceName"), d.DeviceName, msg))
-			}
+			allErrs = append(allErrs, validateDeviceResourceName(d.DeviceName, p.Child("deviceName"))...)
 		}
 	}
 
@@ -705,6 +704,34 @@ func validatePositiveQuantity(q resource.Quantity, fld *field.Path) field.ErrorL
 		return field.ErrorList{field.Invalid(fld, q.String(), "must be greater than zero")}
 	}
 	return nil
+}
+
+// validateDeviceResourceName checks that name is an extended resource name,
+// as a device plugin advertises it (domain/name, the domain not
+// kubernetes.io's): KubeVirt requests it on the launcher pod, whose
+// validation refuses any other name, or reads one without a domain as a
+// standard resource such as cpu or memory. The rules are Kubernetes'
+// (IsExtendedResourceName in pkg/apis/core/v1/helper).
+func validateDeviceResourceName(name string, fld *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for _, msg := range utilvalidation.IsQualifiedName(name) {
+		allErrs = append(allErrs, field.Invalid(fld, name, msg))
+	}
+	if len(allErrs) > 0 {
+		return allErrs
+	}
+	switch {
+	case !strings.Contains(name, "/"):
+		return field.ErrorList{field.Invalid(fld, name, "must be a device plugin's extended resource name, domain/name such as nvidia.com/GP102GL_Tesla_P40: without a domain it is a standard resource (cpu, memory) or none")}
+	case strings.Contains(name, corev1.ResourceDefaultNamespacePrefix):
+		return field.ErrorList{field.Invalid(fld, name, "is in the kubernetes.io domain, which is Kubernetes' own; a device plugin's resource name has its vendor's domain")}
+	case strings.HasPrefix(name, corev1.DefaultResourceRequestsPrefix):
+		return field.ErrorList{field.Invalid(fld, name, "may not start with "+corev1.DefaultResourceRequestsPrefix+", which Kubernetes reserves for quota")}
+	}
+	for _, msg := range utilvalidation.IsQualifiedName(corev1.DefaultResourceRequestsPrefix + name) {
+		allErrs = append(allErrs, field.Invalid(fld, name, "is not an extended resource name: with the "+corev1.DefaultResourceRequestsPrefix+" prefix Kubernetes gives it in quotas, "+msg))
+	}
+	return allErrs
 }
 
 func validateImageRef(ref string, fld *field.Path) field.ErrorList {

@@ -307,6 +307,43 @@ func TestValidateMacOSMachineClass(t *testing.T) {
 			},
 			want: []fieldErr{invalid("spec.hostDevices[0].deviceName")},
 		},
+		// KubeVirt requests deviceName on the launcher pod (requests and
+		// limits, 1 each), where only an extended resource name is legal.
+		"host device deviceName without a domain is Invalid": {
+			mutate: func(c *dockerio.MacOSMachineClass) {
+				c.Spec.HostDevices = []dockerio.HostDeviceSpec{{Name: "gpu0", DeviceName: "gpu"}}
+			},
+			want: []fieldErr{invalid("spec.hostDevices[0].deviceName")},
+		},
+		"host device deviceName that is a standard resource is Invalid": {
+			mutate: func(c *dockerio.MacOSMachineClass) {
+				c.Spec.HostDevices = []dockerio.HostDeviceSpec{{Name: "gpu0", DeviceName: "memory"}}
+			},
+			want: []fieldErr{invalid("spec.hostDevices[0].deviceName")},
+		},
+		"host device deviceName in the kubernetes.io domain is Invalid": {
+			mutate: func(c *dockerio.MacOSMachineClass) {
+				c.Spec.HostDevices = []dockerio.HostDeviceSpec{{Name: "gpu0", DeviceName: "devices.kubernetes.io/gpu"}}
+			},
+			want: []fieldErr{invalid("spec.hostDevices[0].deviceName")},
+		},
+		"host device deviceName with the requests. prefix is Invalid": {
+			mutate: func(c *dockerio.MacOSMachineClass) {
+				c.Spec.HostDevices = []dockerio.HostDeviceSpec{{Name: "gpu0", DeviceName: "requests.nvidia.com/P40"}}
+			},
+			want: []fieldErr{invalid("spec.hostDevices[0].deviceName")},
+		},
+		"host device deviceName whose quota name would be too long is Invalid": {
+			mutate: func(c *dockerio.MacOSMachineClass) {
+				c.Spec.HostDevices = []dockerio.HostDeviceSpec{{Name: "gpu0", DeviceName: strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 55) + ".com/gpu"}}
+			},
+			want: []fieldErr{invalid("spec.hostDevices[0].deviceName")},
+		},
+		"host device deviceName of a device plugin is accepted": {
+			mutate: func(c *dockerio.MacOSMachineClass) {
+				c.Spec.HostDevices = []dockerio.HostDeviceSpec{{Name: "usb0", DeviceName: "devices.example.com/usb-key"}}
+			},
+		},
 		"missing startTimeout is Required": {
 			mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.StartTimeout = nil },
 			want:   []fieldErr{required("spec.startTimeout")},
