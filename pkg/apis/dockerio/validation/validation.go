@@ -61,12 +61,19 @@ const (
 	maxStartTimeout   = 24 * time.Hour
 	maxReleaseLength  = 63
 	maxImageRefLength = 512
+	// maxCPUNameLength bounds CPU model and feature names: KubeVirt makes
+	// them the name part of node label keys.
+	maxCPUNameLength = 63
 )
 
 var minRecommendedMemory = resource.MustParse("4Gi")
 
 var (
-	cpuNamePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	// cpuNamePattern is a label name's form: KubeVirt makes the CPU model
+	// and the names of required and forbidden features node label keys on
+	// the launcher pod (cpu-model.node.kubevirt.io/<model>,
+	// cpu-feature.node.kubevirt.io/<name>). Every libvirt name fits it.
+	cpuNamePattern   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$`)
 	boardIDPattern   = regexp.MustCompile(`^Mac-[0-9A-F]{16}$`)
 	checksumPattern  = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	releasePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 ._-]*$`)
@@ -139,8 +146,10 @@ func validateMachineClassSpec(s *dockerio.MacOSMachineClassSpec, fld *field.Path
 	}
 	if s.CPU.Model == "" {
 		allErrs = append(allErrs, field.Required(cpu.Child("model"), ""))
+	} else if len(s.CPU.Model) > maxCPUNameLength {
+		allErrs = append(allErrs, field.TooLong(cpu.Child("model"), "", maxCPUNameLength))
 	} else if !cpuNamePattern.MatchString(s.CPU.Model) {
-		allErrs = append(allErrs, field.Invalid(cpu.Child("model"), s.CPU.Model, "must be a libvirt CPU model name such as Penryn or host-passthrough"))
+		allErrs = append(allErrs, field.Invalid(cpu.Child("model"), s.CPU.Model, "must be a libvirt CPU model name such as Penryn or host-passthrough (letters, digits, '-', '_' or '.', beginning and ending with a letter or digit)"))
 	}
 	seenFeatures := sets.New[string]()
 	for i, f := range s.CPU.Features {
@@ -148,8 +157,10 @@ func validateMachineClassSpec(s *dockerio.MacOSMachineClassSpec, fld *field.Path
 		switch {
 		case f.Name == "":
 			allErrs = append(allErrs, field.Required(p.Child("name"), ""))
+		case len(f.Name) > maxCPUNameLength:
+			allErrs = append(allErrs, field.TooLong(p.Child("name"), "", maxCPUNameLength))
 		case !cpuNamePattern.MatchString(f.Name):
-			allErrs = append(allErrs, field.Invalid(p.Child("name"), f.Name, "must be a libvirt CPU feature name such as avx2"))
+			allErrs = append(allErrs, field.Invalid(p.Child("name"), f.Name, "must be a libvirt CPU feature name such as avx2 (letters, digits, '-', '_' or '.', beginning and ending with a letter or digit)"))
 		case seenFeatures.Has(f.Name):
 			allErrs = append(allErrs, field.Duplicate(p.Child("name"), f.Name))
 		}

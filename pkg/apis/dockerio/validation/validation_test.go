@@ -111,6 +111,28 @@ func TestValidateMacOSMachineClass(t *testing.T) {
 		"missing CPU model is Required":       {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.CPU.Model = "" }, want: []fieldErr{required("spec.cpu.model")}},
 		"CPU model with a space is Invalid":   {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.CPU.Model = "Pen ryn" }, want: []fieldErr{invalid("spec.cpu.model")}},
 		"host-passthrough CPU model is legal": {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.CPU.Model = "host-passthrough" }},
+		// KubeVirt makes the model and each required or forbidden feature
+		// a node label key (cpu-model.node.kubevirt.io/<model>) on the
+		// launcher pod: they must be label names.
+		"CPU model ending with a dash is Invalid": {
+			mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.CPU.Model = "Penryn-" },
+			want:   []fieldErr{invalid("spec.cpu.model")},
+		},
+		"CPU model longer than 63 characters is TooLong": {
+			mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.CPU.Model = "Skylake-" + strings.Repeat("x", 56) },
+			want:   []fieldErr{tooLong("spec.cpu.model")},
+		},
+		"CPU model of 63 characters is legal": {
+			mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.CPU.Model = "Skylake-" + strings.Repeat("x", 55) },
+		},
+		"CPU feature name ending with a dot is Invalid": {
+			mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.CPU.Features[0].Name = "sse4." },
+			want:   []fieldErr{invalid("spec.cpu.features[0].name")},
+		},
+		"CPU feature name longer than 63 characters is TooLong": {
+			mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.CPU.Features[0].Name = "vmx-" + strings.Repeat("x", 60) },
+			want:   []fieldErr{tooLong("spec.cpu.features[0].name")},
+		},
 		"CPU feature without a name is Required": {
 			mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.CPU.Features[0].Name = "" },
 			want:   []fieldErr{required("spec.cpu.features[0].name")},
