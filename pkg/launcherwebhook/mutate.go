@@ -98,9 +98,17 @@ func Mutate(pod *corev1.Pod) ([]PatchOp, error) {
 	}
 	dir, file := path.Split(oskFile)
 	dir = path.Clean(dir)
-	if !path.IsAbs(oskFile) || file == "" || dir == "/" {
+	if !path.IsAbs(oskFile) || file == "" || file == "." || file == ".." || dir == "/" {
 		return nil, field.Invalid(field.NewPath("spec", "containers").Index(sidecar).Child("args"), oskFile,
 			"the hook's --osk-file must be an absolute path to a file below a directory of its own, which the Secret is mounted on")
+	}
+	// Pod validation refuses two mounts at one path, and the Secret would
+	// hide what is mounted there (KubeVirt's hook socket directory).
+	for j, vm := range pod.Spec.Containers[sidecar].VolumeMounts {
+		if vm.Name != VolumeName && path.Clean(vm.MountPath) == dir {
+			return nil, field.Invalid(field.NewPath("spec", "containers").Index(sidecar).Child("volumeMounts").Index(j).Child("mountPath"), vm.MountPath,
+				fmt.Sprintf("volume %s is mounted where the hook's --osk-file %s needs the OSK Secret mounted; point --osk-file at a directory of its own", vm.Name, oskFile))
+		}
 	}
 
 	for i, v := range pod.Spec.Volumes {

@@ -139,6 +139,19 @@ func TestMutate_Refusals(t *testing.T) {
 		{"osk file in the root directory", func(p *corev1.Pod) {
 			p.Spec.Containers[2].Args = []string{"--osk-file=/osk"}
 		}, "below a directory of its own"},
+		// The Secret's item path would be ".." (refused by pod validation)
+		// or ".", and the hook would read a directory.
+		{"osk file that is a .. step", func(p *corev1.Pod) {
+			p.Spec.Containers[2].Args = []string{"--osk-file=/var/run/dockerios/osk/.."}
+		}, "below a directory of its own"},
+		{"osk file that is a . step", func(p *corev1.Pod) {
+			p.Spec.Containers[2].Args = []string{"--osk-file=/var/run/dockerios/osk/."}
+		}, "below a directory of its own"},
+		// A second mount at one path is refused by pod validation, and
+		// would hide KubeVirt's hook socket directory.
+		{"osk file in a directory the hook container already mounts", func(p *corev1.Pod) {
+			p.Spec.Containers[2].Args = []string{"--osk-file=/var/run/kubevirt-hooks/osk"}
+		}, `spec.containers[2].volumeMounts[0].mountPath: Invalid value: "/var/run/kubevirt-hooks"`},
 		{"--osk-file without a value", func(p *corev1.Pod) {
 			p.Spec.Containers[2].Args = []string{"--osk-file"}
 		}, `Invalid value: ""`},
