@@ -68,6 +68,10 @@ const (
 
 var minRecommendedMemory = resource.MustParse("4Gi")
 
+// minMemory is the least memory KubeVirt's admission lets a VirtualMachine
+// have; a class asking less could make no machine.
+var minMemory = resource.MustParse("1M")
+
 var (
 	// cpuNamePattern is a label name's form: KubeVirt makes the CPU model
 	// and the names of required and forbidden features node label keys on
@@ -174,6 +178,10 @@ func validateMachineClassSpec(s *dockerio.MacOSMachineClassSpec, fld *field.Path
 		allErrs = append(allErrs, field.Required(fld.Child("memory"), ""))
 	} else {
 		allErrs = append(allErrs, validatePositiveQuantity(*s.Memory, fld.Child("memory"))...)
+		if s.Memory.Sign() > 0 && s.Memory.Cmp(minMemory) < 0 {
+			allErrs = append(allErrs, field.Invalid(fld.Child("memory"), s.Memory.String(),
+				"must be at least "+minMemory.String()+": KubeVirt refuses a VirtualMachine with less"))
+		}
 	}
 
 	disk := fld.Child("systemDisk")

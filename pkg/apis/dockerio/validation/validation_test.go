@@ -165,9 +165,12 @@ func TestValidateMacOSMachineClass(t *testing.T) {
 				}
 			},
 		},
-		"missing memory is Required":  {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = nil }, want: []fieldErr{required("spec.memory")}},
-		"zero memory is Invalid":      {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = ptr.To(resource.MustParse("0")) }, want: []fieldErr{invalid("spec.memory")}},
-		"negative memory is Invalid":  {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = ptr.To(resource.MustParse("-1Gi")) }, want: []fieldErr{invalid("spec.memory")}},
+		"missing memory is Required": {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = nil }, want: []fieldErr{required("spec.memory")}},
+		"zero memory is Invalid":     {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = ptr.To(resource.MustParse("0")) }, want: []fieldErr{invalid("spec.memory")}},
+		"negative memory is Invalid": {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = ptr.To(resource.MustParse("-1Gi")) }, want: []fieldErr{invalid("spec.memory")}},
+		// KubeVirt's admission refuses a VirtualMachine with less than 1M.
+		"memory below 1M is Invalid":  {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = ptr.To(resource.MustParse("512Ki")) }, want: []fieldErr{invalid("spec.memory")}},
+		"memory of 1M is legal":       {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = ptr.To(resource.MustParse("1M")) }},
 		"zero system disk is Invalid": {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.SystemDisk.Size = resource.MustParse("0") }, want: []fieldErr{invalid("spec.systemDisk.size")}},
 		"storage class that is not a DNS subdomain is Invalid": {
 			mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.SystemDisk.StorageClassName = ptr.To("Fast_SSD") },
