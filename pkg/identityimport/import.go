@@ -106,14 +106,17 @@ func (im *Importer) Import(ctx context.Context, file io.Reader) ([]Result, Summa
 	for _, re := range rowErrs {
 		results = append(results, Result{Line: re.Line, Serial: re.Serial, Outcome: Rejected, Reason: re.Reason})
 	}
+	byLine := func(a, b Result) int { return a.Line - b.Line }
 	for _, row := range rows {
 		r, err := im.importRow(ctx, row.Line, row.Values)
 		if err != nil {
+			// What was read is still reported in file order.
+			slices.SortStableFunc(results, byLine)
 			return results, summarize(results), err
 		}
 		results = append(results, r)
 	}
-	slices.SortStableFunc(results, func(a, b Result) int { return a.Line - b.Line })
+	slices.SortStableFunc(results, byLine)
 	return results, summarize(results), nil
 }
 
@@ -156,7 +159,7 @@ func (im *Importer) importRow(ctx context.Context, line int, v identity.Values) 
 	case apierrors.IsAlreadyExists(err):
 		existing, getErr := identities.Get(ctx, name, metav1.GetOptions{})
 		if getErr != nil {
-			return res, getErr
+			return res, stopped(line, getErr)
 		}
 		if existing.Spec == want {
 			res.Outcome = AlreadyPresent
@@ -166,9 +169,17 @@ func (im *Importer) importRow(ctx context.Context, line int, v identity.Values) 
 	case apierrors.IsConflict(err) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
 		res.Outcome, res.Reason = Rejected, reason(err)
 	default:
-		return res, fmt.Errorf("line %d: %w", line, err)
+		return res, stopped(line, err)
 	}
 	return res, nil
+}
+
+// stopped is the error that ends an import at a line. The create may have
+// reached the server before the failure (a Ctrl-C cancels the request, not
+// the write): it says so, and that no later row was tried, so that the
+// report above it is exact.
+func stopped(line int, err error) error {
+	return fmt.Errorf("line %d: %w (stopped here: this row may or may not have been created, no later row was tried; running again is safe)", line, err)
 }
 
 // reason says why the server refused a row: the field and what holds it,

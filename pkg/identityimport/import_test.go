@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -316,4 +317,34 @@ func TestImportUnknownPool(t *testing.T) {
 // tracker needs a typed schema of our kinds that the fake does not carry.
 func newClient(objects ...runtime.Object) *fake.Clientset {
 	return fake.NewSimpleClientset(objects...) //nolint:staticcheck // see above
+}
+
+// An import that stops part way (Ctrl-C, the server gone) still reports
+// the rows it read in file order, and says where it stopped: the rows
+// before that line are all accounted for, that one may or may not have
+// been created, and none after it was tried.
+func TestImportStoppedPartWayReportsInFileOrder(t *testing.T) {
+	bad := `"iMacPro1,1","C02CK029HX8","x","y","z","1920","1080",""` + "\n"
+	c := newClient(pool("imacpro"))
+	c.PrependReactor("create", "macosidentities", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.CreateAction).GetObject().(*v1alpha1.MacOSIdentity).Spec.SerialNumber != "C02FX08QHX87" {
+			return false, nil, nil
+		}
+		return true, nil, context.Canceled
+	})
+	im := &Importer{Client: c, Pool: "imacpro"}
+	results, summary, err := im.Import(context.Background(), strings.NewReader(row1+row2+bad))
+	if err == nil || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "no later row") {
+		t.Errorf("error %v, want one saying the import stopped at line 2", err)
+	}
+	var lines []int
+	for _, r := range results {
+		lines = append(lines, r.Line)
+	}
+	if !slices.Equal(lines, []int{1, 3}) {
+		t.Errorf("results for lines %v, want [1 3]: the rows read, in file order", lines)
+	}
+	if summary != (Summary{Created: 1, Rejected: 1}) {
+		t.Errorf("summary %+v", summary)
+	}
 }
