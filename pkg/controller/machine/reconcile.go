@@ -392,8 +392,10 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		if apierrors.IsAlreadyExists(err) {
 			// Made by an earlier pass the cache has not shown yet.
 			pvc, err = r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Get(ctx, NamesFor(m).BootdiskPVC, metav1.GetOptions{})
-			if err == nil && !mine(m, pvc) {
-				return fmt.Errorf("PersistentVolumeClaim %s belongs to another machine of this name; waiting for its teardown", pvc.Name)
+			if err == nil {
+				if err := foreign(m, pvc, "PersistentVolumeClaim"); err != nil {
+					return err
+				}
 			}
 		}
 		if err != nil {
@@ -468,12 +470,11 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 	return nil
 }
 
-// alreadyMine is nil when the object a create found already there is the
-// machine's (made by an earlier pass the cache has not shown yet: look
-// again in a second), and an error — retried with the queue's backoff, not
-// every second, and without another Event — when it is not: a
-// predecessor's of the same name still being torn down, or one whose
-// machine-uid label was removed or changed by hand.
+// alreadyMine reads the object a create found already there: nil when it
+// is the machine's (made by an earlier pass the cache has not shown yet:
+// look again in a second) or gone since, and foreign's error otherwise —
+// retried with the queue's backoff, not every second, and without another
+// Event.
 func (r *Reconciler) alreadyMine(ctx context.Context, m *v1alpha1.MacOSMachine, gvr schema.GroupVersionResource, kind, name string) error {
 	u, err := r.Dynamic.Resource(gvr).Namespace(m.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -482,11 +483,19 @@ func (r *Reconciler) alreadyMine(ctx context.Context, m *v1alpha1.MacOSMachine, 
 	if err != nil {
 		return fmt.Errorf("reading %s %s: %w", kind, name, err)
 	}
-	if !mine(m, u) {
-		return fmt.Errorf("%s %s exists but is not this machine's (its label %s is %q, not %q): waiting for it to go",
-			kind, name, MachineUIDLabel, u.GetLabels()[MachineUIDLabel], m.UID)
+	return foreign(m, u, kind)
+}
+
+// foreign is nil when obj, found under one of m's names, is m's, and
+// otherwise the error that says whose it may be: a predecessor's of the
+// same name still being torn down, or one whose machine-uid label was
+// removed or changed by hand. Nothing of m's is made over it.
+func foreign(m *v1alpha1.MacOSMachine, obj metav1.Object, kind string) error {
+	if mine(m, obj) {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%s %s is not this machine's: it belongs to another machine of this name, or its label %s was changed (%q, not %q); waiting for it to go",
+		kind, obj.GetName(), MachineUIDLabel, obj.GetLabels()[MachineUIDLabel], m.UID)
 }
 
 // ensureSecret creates the machine's token Secret, or reads the one a
@@ -536,8 +545,8 @@ func (r *Reconciler) ensureIdentitySecret(ctx context.Context, m *v1alpha1.MacOS
 		}
 		s = created
 	}
-	if !mine(m, s) {
-		return false, fmt.Errorf("Secret %s belongs to another machine of this name; waiting for its teardown", s.Name)
+	if err := foreign(m, s, "Secret"); err != nil {
+		return false, err
 	}
 	if !apiequality.Semantic.DeepEqual(s.Data, want.Data) {
 		// Immutable: replaced, never updated. The bootdisk waits for it.
@@ -574,9 +583,10 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 		created, err := r.Kube.BatchV1().Jobs(m.Namespace).Create(ctx, job, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			live, err := r.Kube.BatchV1().Jobs(m.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
-			if err == nil && !mine(m, live) {
-				return fmt.Errorf("Job %s exists but is not this machine's (its label %s is %q, not %q): waiting for it to go",
-					job.Name, MachineUIDLabel, live.Labels[MachineUIDLabel], m.UID)
+			if err == nil {
+				if err := foreign(m, live, "Job"); err != nil {
+					return err
+				}
 			}
 			*requeue = minPositive(*requeue, time.Second) // the cache is behind
 			return nil
