@@ -765,18 +765,21 @@ func (e *env) testChildrenDeletedUnderRunningMachine(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, jobs.Items, 1)
 	require.NoError(t, e.kube.BatchV1().Jobs(ns).Delete(ctx, jobs.Items[0].Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	framework.Consistently(t, 5*time.Second, func() string {
 		m, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Get(ctx, victim.Name, metav1.GetOptions{})
 		require.NoError(t, err)
-		require.Equal(t, v1alpha1.MachineReady, m.Status.Phase, "a Ready machine whose finished bootdisk Job was deleted")
+		if m.Status.Phase != v1alpha1.MachineReady {
+			return fmt.Sprintf("a Ready machine whose finished bootdisk Job was deleted is %s", m.Status.Phase)
+		}
 		jobs, err := e.kube.BatchV1().Jobs(ns).List(ctx, byUID)
 		require.NoError(t, err)
 		for _, j := range jobs.Items {
-			require.NotNil(t, j.DeletionTimestamp, "bootdisk Job %s made again under the running guest", j.Name)
+			if j.DeletionTimestamp == nil {
+				return fmt.Sprintf("bootdisk Job %s made again under the running guest", j.Name)
+			}
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return ""
+	})
 
 	dv := machine.NamesFor(&victim).SystemDisk
 	require.NoError(t, e.dynamic(t).Resource(harness.DataVolumeGVR).Namespace(ns).Delete(ctx, dv, metav1.DeleteOptions{}))
@@ -817,14 +820,14 @@ func (e *env) testClassDeleted(t *testing.T) {
 	m := e.machines(t, ns)[0]
 
 	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachineClasses().Delete(ctx, "classgone", metav1.DeleteOptions{}))
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	framework.Consistently(t, 5*time.Second, func() string {
 		got, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).Get(ctx, m.Name, metav1.GetOptions{})
 		require.NoError(t, err)
-		require.Equal(t, v1alpha1.MachineReady, got.Status.Phase, "a running machine whose class was deleted: %v", got.Status.Conditions)
-		require.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.MachineConditionReady))
-		time.Sleep(250 * time.Millisecond)
-	}
+		if got.Status.Phase != v1alpha1.MachineReady || !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.MachineConditionReady) {
+			return fmt.Sprintf("a running machine whose class was deleted is %s: %v", got.Status.Phase, got.Status.Conditions)
+		}
+		return ""
+	})
 
 	require.NoError(t, e.client.DockeriosV1alpha1().MacOSMachines(ns).Delete(ctx, m.Name, metav1.DeleteOptions{}))
 	e.gone(t, ns, m.Name, 60*time.Second)

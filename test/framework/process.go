@@ -84,5 +84,19 @@ func Eventually(t TB, within time.Duration, f func() string) {
 	}
 }
 
+// Consistently calls f every 200ms for the given time and fails the test
+// with f's complaint the first time it returns one: Eventually's twin, for
+// what must stay true.
+func Consistently(t TB, within time.Duration, f func() string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if complaint := f(); complaint != "" {
+			t.Fatalf("within %s: %s", within, complaint)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // PID is the process's id, to read its resource use from /proc.
 func (p *process) PID() int { return p.cmd.Process.Pid }
