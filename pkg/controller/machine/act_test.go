@@ -202,6 +202,7 @@ func TestSystemDiskGoneOnceTheVMExistsIsNotClonedAgain(t *testing.T) {
 	m := testMachine()
 	e := newActEnv(t, m)
 	e.o.VM = vm(t0, kubevirtv1.VirtualMachineStatusRunning)
+	e.o.SystemDiskLost = true
 	var requeue time.Duration
 	require.NoError(t, e.r.act(context.Background(), m, e.o, &requeue))
 	dvs, err := e.dyn.Resource(external.DataVolumes).Namespace(m.Namespace).List(context.Background(), metav1.ListOptions{})

@@ -134,13 +134,14 @@ type Observed struct {
 	// ClassGone says the class object was deleted: Class is the machine's
 	// snapshot alone, and there is no class status to write.
 	ClassGone bool
-	// BootdiskLost and TokenLost say the bootdisk PVC, or the agent token's
-	// Secret, is gone while the VirtualMachine exists. The VM is made only
-	// once the bootdisk is rendered into the PVC, carrying the token to the
-	// guest's agent: the guest cannot start again, or no answer of its
-	// agent can be proven this machine's again; neither is made anew (an
-	// empty PVC, a token that would never match the guest's).
-	BootdiskLost, TokenLost bool
+	// SystemDiskLost, BootdiskLost and TokenLost say the system disk's
+	// DataVolume, the bootdisk PVC or the agent token's Secret is gone while
+	// the VirtualMachine exists (lost): the VM is made only once both disks
+	// are ready, the bootdisk carrying the token to the guest's agent. The
+	// guest cannot start again, or no answer of its agent can be proven
+	// this machine's again; none is made anew (a clone that is not the disk
+	// the guest runs from, an empty PVC, a token the guest never had).
+	SystemDiskLost, BootdiskLost, TokenLost bool
 
 	// StorageHeldBack says why new clones into the class's StorageClass
 	// are held back (the hold-back runs, or another machine probes).
@@ -240,9 +241,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	switch {
 	case st.IdentityRef == nil:
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonWaitingIdentity, "the bootdisk carries the identity; waiting for one")
-	case o.BootdiskLost:
-		// The VM is made only once the bootdisk is rendered into the PVC
-		// (which Kubernetes keeps while a running VM's pod uses it).
+	case o.BootdiskLost: // Kubernetes keeps the PVC while a running VM's pod uses it
 		msg := fmt.Sprintf("PersistentVolumeClaim %s, the bootdisk VirtualMachine %s boots from, is gone (or no longer labelled %s=%s): the guest cannot start again",
 			NamesFor(m).BootdiskPVC, o.VM.Name, MachineUIDLabel, m.UID)
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonBootdiskLost, msg)
@@ -298,8 +297,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		// every client, saying nothing a user acts on.
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloning,
 			fmt.Sprintf("DataVolume %s is cloning (%s)", o.DV.Name, progressOr(o.DV)))
-	case o.VM != nil:
-		// The VM is made only once its system disk is cloned.
+	case o.SystemDiskLost:
 		msg := fmt.Sprintf("DataVolume %s, the system disk VirtualMachine %s was made from, is gone (or no longer labelled %s=%s): the guest runs from a disk that is going, and cannot start again",
 			NamesFor(m).SystemDisk, o.VM.Name, MachineUIDLabel, m.UID)
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonSystemDiskLost, msg)

@@ -187,7 +187,7 @@ func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: ready}, t0.Add(time.Minute),
 			v1alpha1.MachineReady, "BootdiskReady=True/JobSucceeded", ""},
 		{"ready, its system disk DataVolume deleted since: failed, to be replaced", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete),
-			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: ready}, t0.Add(time.Minute),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: ready, SystemDiskLost: true}, t0.Add(time.Minute),
 			v1alpha1.MachineFailed, "SystemDiskReady=False/SystemDiskLost", "SystemDiskLost"},
 		{"ready, its bootdisk PVC deleted since: failed, to be replaced", nil, Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded),
 			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true, Agent: ready, BootdiskLost: true}, t0.Add(time.Minute),

@@ -301,7 +301,7 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 	if o.VM, err = ownedExternal[kubevirtv1.VirtualMachine](m, r.Listers.VMs, n.VirtualMachine); err != nil {
 		return nil, err
 	}
-	o.BootdiskLost, o.TokenLost = o.VM != nil && o.PVC == nil, o.VM != nil && o.Secret == nil
+	o.SystemDiskLost, o.BootdiskLost, o.TokenLost = o.VM != nil && o.DV == nil, o.VM != nil && o.PVC == nil, o.VM != nil && o.Secret == nil
 	if o.VMI, err = external.Get[kubevirtv1.VirtualMachineInstance](r.Listers.VMIs, m.Namespace, n.VirtualMachine); err != nil {
 		return nil, err
 	}
@@ -406,10 +406,7 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 	if err := r.bootdisk(ctx, m, o, identityReady, requeue); err != nil {
 		return err
 	}
-	// With the VirtualMachine there, a missing system disk is lost, not to
-	// be made: a clone made again under its name would not be the disk the
-	// guest runs from (Derive fails the machine).
-	if o.DV == nil && o.VM == nil && o.Image != nil && o.StorageHeldBack == "" && o.StorageProbe {
+	if o.DV == nil && !o.SystemDiskLost && o.Image != nil && o.StorageHeldBack == "" && o.StorageProbe {
 		// The hold-back is over and nobody probes the storage yet: this
 		// machine does, if its claim on it lands first.
 		if err := r.claimProbe(ctx, o.Class, m); err != nil {
@@ -417,7 +414,7 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			*requeue = minPositive(*requeue, time.Second)
 		}
 	}
-	if o.DV == nil && o.VM == nil && o.Image != nil && o.StorageHeldBack == "" {
+	if o.DV == nil && !o.SystemDiskLost && o.Image != nil && o.StorageHeldBack == "" {
 		dv, err := SystemDisk(m, o.Class, o.Image)
 		if err != nil {
 			return err
