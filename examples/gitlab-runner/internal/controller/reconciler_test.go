@@ -882,8 +882,7 @@ func TestReconcile_TheTokenSecretGoneWhileDeletingLetsTheMachinesGo(t *testing.T
 		t.Error("the claim is held")
 	}
 	found := false
-	for len(f.events.Events) > 0 {
-		ev := <-f.events.Events
+	for _, ev := range f.drainEvents() {
 		found = found || strings.Contains(ev, "DeregisterSkipped")
 	}
 	if !found {
@@ -969,7 +968,7 @@ func TestReplicaNames(t *testing.T) {
 	}
 }
 
-// events drains the recorded Events.
+// drainEvents drains the recorded Events.
 func (f *fixture) drainEvents() []string {
 	var out []string
 	for {
