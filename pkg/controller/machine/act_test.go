@@ -56,7 +56,7 @@ type actEnv struct {
 	o        *Observed
 }
 
-func newActEnv(t *testing.T, m *v1alpha1.MacOSMachine, extra ...external.Object) *actEnv {
+func newActEnv(t *testing.T, m *v1alpha1.MacOSMachine) *actEnv {
 	t.Helper()
 	class := testClass()
 	class.Spec.SystemDisk.Size = resource.MustParse("64Gi")
@@ -69,16 +69,6 @@ func newActEnv(t *testing.T, m *v1alpha1.MacOSMachine, extra ...external.Object)
 	jobs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		external.VirtualMachines: "VirtualMachineList", external.DataVolumes: "DataVolumeList"})
-	for _, obj := range extra {
-		u, err := external.ToUnstructured(obj)
-		require.NoError(t, err)
-		gvr := external.DataVolumes
-		if _, ok := obj.(*kubevirtv1.VirtualMachine); ok {
-			gvr = external.VirtualMachines
-		}
-		_, err = dyn.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
 	recorder := record.NewFakeRecorder(100)
 	done := job(batchv1.JobComplete)
 	return &actEnv{kube: kube, dyn: dyn, recorder: recorder,
@@ -91,6 +81,20 @@ func newActEnv(t *testing.T, m *v1alpha1.MacOSMachine, extra ...external.Object)
 			Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Now:      func() time.Time { return t0 },
 		}}
+}
+
+// store puts a VirtualMachine or DataVolume in the API (not in the
+// Observed: the cache has not shown it).
+func (e *actEnv) store(t *testing.T, obj external.Object) {
+	t.Helper()
+	u, err := external.ToUnstructured(obj)
+	require.NoError(t, err)
+	gvr := external.DataVolumes
+	if _, ok := obj.(*kubevirtv1.VirtualMachine); ok {
+		gvr = external.VirtualMachines
+	}
+	_, err = e.dyn.Resource(gvr).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 func (e *actEnv) events() []string {
@@ -116,7 +120,7 @@ func TestSystemDiskNameTakenByAnotherIsNoEventStorm(t *testing.T) {
 	other, err := SystemDisk(m, e.o.Class, e.o.Image)
 	require.NoError(t, err)
 	delete(other.Labels, MachineUIDLabel)
-	e = newActEnv(t, m, other)
+	e.store(t, other)
 
 	for range 3 {
 		var requeue time.Duration
@@ -134,7 +138,7 @@ func TestSystemDiskMadeByAnEarlierPassIsNoSecondEvent(t *testing.T) {
 	e := newActEnv(t, m)
 	mineDV, err := SystemDisk(m, e.o.Class, e.o.Image)
 	require.NoError(t, err)
-	e = newActEnv(t, m, mineDV)
+	e.store(t, mineDV)
 	var requeue time.Duration
 	require.NoError(t, e.r.act(context.Background(), m, e.o, &requeue))
 	assert.Equal(t, time.Second, requeue)
@@ -162,7 +166,7 @@ func TestVirtualMachineNameTakenByAnotherIsNoEventStorm(t *testing.T) {
 	other, err := VirtualMachine(m, e.o.Class, testIdentity(), e.r.Settings, true)
 	require.NoError(t, err)
 	delete(other.Labels, MachineUIDLabel)
-	e = newActEnv(t, m, other)
+	e.store(t, other)
 	e.r.Settings = Settings{OSKSecretName: "dockerios-osk", HookSidecarImage: "example.com/hook:1"}
 	_, err = e.kube.CoreV1().Secrets("ci").Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dockerios-osk", Namespace: "ci"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
