@@ -55,10 +55,12 @@ echo "== build"
 # The guest agent runs in macOS guests: it must build for them, without cgo.
 GOOS=darwin GOARCH=amd64 CGO_ENABLED=0 go build ./agent/...
 GOOS=darwin GOARCH=amd64 go vet ./agent/...
-go build -o bin/dockerios-apiserver ./cmd/apiserver
-go build -o bin/kubectl-dockerios ./cmd/kubectl-dockerios
-go build -o bin/dockerios-controller ./cmd/controller
-go build -o bin/dockerios-agent ./agent/cmd/dockerios-agent
+# Stamped with DockerIOS's version from git (pkg/version), as a release is.
+ldflags="$(hack/version.sh)"
+go build -ldflags "${ldflags}" -o bin/dockerios-apiserver ./cmd/apiserver
+go build -ldflags "${ldflags}" -o bin/kubectl-dockerios ./cmd/kubectl-dockerios
+go build -ldflags "${ldflags}" -o bin/dockerios-controller ./cmd/controller
+go build -ldflags "${ldflags}" -o bin/dockerios-agent ./agent/cmd/dockerios-agent
 export DOCKERIOS_APISERVER_BIN="${ROOT}/bin/dockerios-apiserver"
 export DOCKERIOS_CONTROLLER_BIN="${ROOT}/bin/dockerios-controller"
 export DOCKERIOS_AGENT_BIN="${ROOT}/bin/dockerios-agent"
