@@ -24,6 +24,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/util/keyutil"
@@ -31,14 +33,19 @@ import (
 
 // CA is a certificate authority held in memory, for what needs more
 // certificates than the local mode's: a test control plane's client,
-// front-proxy and serving CAs.
+// front-proxy and serving CAs, and the CA pkg/selfcert keeps in a Secret.
 type CA struct {
 	cert *x509.Certificate
 	key  crypto.Signer
 }
 
-// NewCA makes a CA named commonName, valid from now.
+// NewCA makes a CA named commonName, valid from now for ten years.
 func NewCA(commonName string, now time.Time) (*CA, error) {
+	return NewCAValidFor(commonName, now, caValidity)
+}
+
+// NewCAValidFor makes a CA named commonName, valid from now for validity.
+func NewCAValidFor(commonName string, now time.Time, validity time.Duration) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -49,12 +56,49 @@ func NewCA(commonName string, now time.Time) (*CA, error) {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 	}
-	cert, err := sign(tmpl, key.Public(), tmpl, key, now, caValidity)
+	cert, err := sign(tmpl, key.Public(), tmpl, key, now, validity)
 	if err != nil {
 		return nil, err
 	}
 	return &CA{cert: cert, key: key}, nil
 }
+
+// ParseCA reads a CA back from its PEM certificate and key, as CertPEM and
+// KeyPEM wrote them. It refuses a certificate that is not a CA and a key
+// that is not the certificate's, so that nothing is signed that its own
+// bundle would not verify.
+func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, errors.New("no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, fmt.Errorf("certificate %q is not a CA", cert.Subject.CommonName)
+	}
+	key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("key: %w", err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("key cannot sign")
+	}
+	if pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(cert.PublicKey) {
+		return nil, fmt.Errorf("key is not the key of certificate %q", cert.Subject.CommonName)
+	}
+	return &CA{cert: cert, key: signer}, nil
+}
+
+// Certificate is the CA's certificate.
+func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
+
+// KeyPEM is the CA's private key, PEM-encoded, for keeping the CA where
+// ParseCA reads it back.
+func (ca *CA) KeyPEM() ([]byte, error) { return keyutil.MarshalPrivateKeyToPEM(ca.key) }
 
 // CertPEM is the CA's certificate, as a client or an APIService caBundle
 // trusts it.
@@ -65,6 +109,11 @@ func (ca *CA) CertPEM() []byte {
 // IssueServing issues a serving certificate for hosts (DNS names and IP
 // addresses) and its key, PEM-encoded.
 func (ca *CA) IssueServing(commonName string, hosts []string, now time.Time) (certPEM, keyPEM []byte, err error) {
+	return ca.IssueServingValidFor(commonName, hosts, now, leafValidity)
+}
+
+// IssueServingValidFor is IssueServing with a validity of the caller's.
+func (ca *CA) IssueServingValidFor(commonName string, hosts []string, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	dnsNames, ips := splitHosts(hosts)
 	return ca.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: commonName},
@@ -72,7 +121,7 @@ func (ca *CA) IssueServing(commonName string, hosts []string, now time.Time) (ce
 		IPAddresses: ips,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, now)
+	}, now, validity)
 }
 
 // IssueClient issues a client certificate for user in groups (Kubernetes
@@ -83,15 +132,15 @@ func (ca *CA) IssueClient(user string, groups []string, now time.Time) (certPEM,
 		Subject:     pkix.Name{CommonName: user, Organization: groups},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, now)
+	}, now, leafValidity)
 }
 
-func (ca *CA) issue(tmpl *x509.Certificate, now time.Time) ([]byte, []byte, error) {
+func (ca *CA) issue(tmpl *x509.Certificate, now time.Time, validity time.Duration) ([]byte, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	cert, err := sign(tmpl, key.Public(), ca.cert, ca.key, now, leafValidity)
+	cert, err := sign(tmpl, key.Public(), ca.cert, ca.key, now, validity)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,4 +51,49 @@ func TestCA_IssuesCertificatesItsPoolVerifies(t *testing.T) {
 	assert.Equal(t, []string{"team-ios"}, client.Subject.Organization)
 	_, err = client.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: start, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	assert.NoError(t, err)
+}
+
+func TestParseCA(t *testing.T) {
+	ca, err := NewCA("test-ca", start)
+	require.NoError(t, err)
+	caKey, err := ca.KeyPEM()
+	require.NoError(t, err)
+	other, err := NewCA("other-ca", start)
+	require.NoError(t, err)
+	otherKey, err := other.KeyPEM()
+	require.NoError(t, err)
+	leaf, leafKey, err := ca.IssueServing("svc", []string{"svc.example"}, start)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name         string
+		certPEM, key []byte
+		wantErr      string
+	}{
+		{"what KeyPEM and CertPEM wrote", ca.CertPEM(), caKey, ""},
+		{"no certificate", []byte("garbage"), caKey, "no PEM certificate"},
+		{"no key", ca.CertPEM(), nil, "key:"},
+		{"another CA's key", ca.CertPEM(), otherKey, `key is not the key of certificate "test-ca"`},
+		{"a serving certificate", leaf, leafKey, `certificate "svc" is not a CA`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseCA(tc.certPEM, tc.key)
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			// What the parsed CA issues, the original's bundle verifies.
+			certPEM, _, err := got.IssueServingValidFor("svc", []string{"svc.example"}, start, time.Hour)
+			require.NoError(t, err)
+			block, _ := pem.Decode(certPEM)
+			cert, err := x509.ParseCertificate(block.Bytes)
+			require.NoError(t, err)
+			roots := x509.NewCertPool()
+			roots.AppendCertsFromPEM(ca.CertPEM())
+			_, err = cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "svc.example", CurrentTime: start})
+			assert.NoError(t, err)
+			assert.Equal(t, start.Add(time.Hour), cert.NotAfter, "issued for the validity asked")
+		})
+	}
 }
