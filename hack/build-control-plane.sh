@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the integration tests run -- bin/etcd,
-# bin/kube-apiserver and bin/kube-controller-manager -- from their Go modules,
+# bin/kube-apiserver and bin/kube-controller-manager -- and, when named, the
+# ones the node test (test/node) adds -- bin/kube-scheduler and bin/kubelet --
+# from their Go modules,
 # at the versions pinned in hack/tools/go.mod. Nothing here downloads a
 # release binary: the machines this runs on reach only the Go module proxy, and
 # Debian's etcd is too old for kube-apiserver 1.37, so everything is compiled.
@@ -8,8 +10,8 @@
 # to it (bin/.NAME.stamp) records the same version and the same hash of
 # hack/tools/go.mod, go.sum, the build flags and the Go toolchain.
 #
-#   hack/build-control-plane.sh                  build or reuse all three
-#   hack/build-control-plane.sh etcd ...         only the ones named
+#   hack/build-control-plane.sh                  build or reuse etcd, kube-apiserver, kube-controller-manager
+#   hack/build-control-plane.sh etcd kubelet ... only the ones named (kube-scheduler, kubelet too)
 #   FORCE=1 hack/build-control-plane.sh          rebuild even if the stamp matches
 set -o errexit -o nounset -o pipefail
 
@@ -20,14 +22,14 @@ BIN_DIR="${BIN_DIR:-${ROOT}/bin}"
 ALL=(etcd kube-apiserver kube-controller-manager)
 
 usage() {
-  echo "usage: $0 [$(IFS='|'; echo "${ALL[*]}")]..." >&2
+  echo "usage: $0 [$(IFS='|'; echo "${ALL[*]}|kube-scheduler|kubelet")]..." >&2
   exit 2
 }
 
 targets=()
 for arg in "$@"; do
   case "${arg}" in
-    etcd | kube-apiserver | kube-controller-manager) targets+=("${arg}") ;;
+    etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kubelet) targets+=("${arg}") ;;
     *) usage ;;
   esac
 done
@@ -146,6 +148,8 @@ for name in "${targets[@]}"; do
     etcd) build etcd go.etcd.io/etcd/server/v3 "${etcd_version}" "${etcd_flags[@]}" ;;
     kube-apiserver) build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "${kube_version}" "${kube_flags[@]}" ;;
     kube-controller-manager) build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "${kube_version}" "${kube_flags[@]}" ;;
+    kube-scheduler) build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "${kube_version}" "${kube_flags[@]}" ;;
+    kubelet) build kubelet k8s.io/kubernetes/cmd/kubelet "${kube_version}" "${kube_flags[@]}" ;;
   esac
 done
 echo "done in $((SECONDS / 60))m$((SECONDS % 60))s"
