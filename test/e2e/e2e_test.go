@@ -274,7 +274,9 @@ func (e *env) waitPool(t testing.TB, ns, name string, within time.Duration, ok f
 	})
 }
 
-// `kubectl kustomize artifacts/` renders everything; artifacts/deploy is
+// `kubectl kustomize artifacts/` renders DockerIOS and its agent network,
+// and never the sample fleet (its dockerios.io objects cannot be applied
+// in one go with the APIService that serves them); artifacts/deploy is
 // valid for the real API (server-side dry run: the control plane's own
 // registration is not overwritten); the agent network and the sample fleet
 // are applied for real and the sample machine becomes Ready.
@@ -283,9 +285,10 @@ func (e *env) testArtifacts(t *testing.T) {
 	require.NoError(t, err)
 	rendered := e.admin.MustRun(t, "", "kustomize", filepath.Join(root, "artifacts"))
 	for _, kind := range []string{"APIService", "MutatingWebhookConfiguration", "NetworkAttachmentDefinition", "NetworkPolicy",
-		"MacOSMachineClass", "MacOSImage", "MacOSMachinePool", "MacOSMachineClaim", "Deployment"} {
+		"Deployment", "PodTemplate"} {
 		assert.Contains(t, rendered, "kind: "+kind)
 	}
+	assert.NotContains(t, rendered, "apiVersion: dockerios.io/", "artifacts/ must not apply dockerios.io objects before the APIService serves them")
 	// DockerIOS's own manifests against the live API without replacing
 	// this control plane's registration (a server dry run: the sample
 	// fleet cannot be dry-run, its machine needs its class to exist).
