@@ -358,7 +358,7 @@ func (h *Harness) vmiGone(namespace, name string, keep types.UID) {
 	}
 }
 
-// allocIPs takes n loopback addresses in 127.1.0.0/16 that no other VMI
+// allocIPs takes n addresses in Config.GuestNetwork's /16 that no other VMI
 // has and that nothing listens on at the agent port (nor at the SSH port,
 // when the guests serve SSH).
 func (h *Harness) allocIPs(n int) ([]string, error) {
@@ -369,7 +369,7 @@ func (h *Harness) allocIPs(n int) ([]string, error) {
 	for tries := 0; len(out) < n && tries < space; tries++ {
 		i := h.nextIP % space
 		h.nextIP++
-		ip := fmt.Sprintf("127.1.%d.%d", i/254, i%254+1)
+		ip := fmt.Sprintf("%s.%d.%d", h.cfg.GuestNetwork, i/254, i%254+1)
 		if h.ips[ip] {
 			continue
 		}
@@ -383,7 +383,7 @@ func (h *Harness) allocIPs(n int) ([]string, error) {
 		for _, ip := range out {
 			delete(h.ips, ip)
 		}
-		return nil, fmt.Errorf("no free loopback address in 127.1.0.0/16")
+		return nil, fmt.Errorf("no free address in %s.0.0/16", h.cfg.GuestNetwork)
 	}
 	return out, nil
 }

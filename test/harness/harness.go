@@ -135,6 +135,15 @@ type Config struct {
 	// heartbeat timeout, 5m in a cluster). Zero: never within a test.
 	NodeUnresponsiveAfter time.Duration
 
+	// GuestNetwork is the /16 guests' addresses are taken from, as its
+	// first two octets ("127.1"). A controller in a pod (test/node) cannot
+	// reach this machine's loopback: its test gives a range its pods
+	// reach.
+	GuestNetwork string
+	// RealJobs leaves the bootdisk Jobs to a real Job controller and
+	// kubelet (test/node), which run the builder's image for real.
+	RealJobs bool
+
 	// SSH makes the guests serve SSH, recording what they are asked to
 	// run (SSHCommands), for workload-layer tests. Off unless SSH.User is
 	// set.
@@ -147,6 +156,9 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.AgentPort == 0 {
 		c.AgentPort = v1alpha1.DefaultAgentPort
+	}
+	if c.GuestNetwork == "" {
+		c.GuestNetwork = "127.1"
 	}
 	if c.SSH.Port == 0 {
 		c.SSH.Port = DefaultSSHPort
@@ -312,9 +324,11 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 	}))
 	jobInformer := kubeFactory.Batch().V1().Jobs()
 	h.jobLister = jobInformer.Lister()
-	if _, err := jobInformer.Informer().AddEventHandler(h.handler(kindJob)); err != nil {
-		h.Stop()
-		return nil, err
+	if !cfg.RealJobs {
+		if _, err := jobInformer.Informer().AddEventHandler(h.handler(kindJob)); err != nil {
+			h.Stop()
+			return nil, err
+		}
 	}
 	dynFactory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	for gvr, k := range map[schema.GroupVersionResource]kind{VirtualMachineGVR: kindVM, VirtualMachineInstanceGVR: kindVMI, DataVolumeGVR: kindDataVolume} {

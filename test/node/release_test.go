@@ -1,0 +1,281 @@
+/*
+Copyright The DockerIOS Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/dockerios/dockerios/test/framework"
+)
+
+// retargetRegistry is where the test's kustomization moves every image,
+// as a user mirroring the release into their own registry would.
+const retargetRegistry = "localhost/dockerios-mirror"
+
+// Release is one hack/release.sh output: its manifest and the images it
+// pins (name → ref@digest as hack/images.sh built them).
+type Release struct {
+	Version  string
+	Manifest string
+	Images   map[string]string
+	dir      string
+}
+
+func loadRelease(t *testing.T, releaseDir, imagesDir string) *Release {
+	t.Helper()
+	r := &Release{Manifest: filepath.Join(releaseDir, "dockerios.yaml"), Images: map[string]string{}, dir: imagesDir}
+	f, err := os.Open(filepath.Join(imagesDir, "images.txt"))
+	require.NoError(t, err)
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) == 2 {
+			r.Images[fields[0]] = fields[1]
+		}
+	}
+	require.NoError(t, s.Err())
+	data, err := os.ReadFile(r.Manifest)
+	require.NoError(t, err)
+	// "# DockerIOS v0.2.0 (<commit>)." is the manifest's first line.
+	first, _, _ := strings.Cut(string(data), "\n")
+	if _, rest, ok := strings.Cut(first, "# DockerIOS "); ok {
+		r.Version, _, _ = strings.Cut(rest, " ")
+	}
+	require.NotEmpty(t, r.Version, "the release manifest's first line names its version: %q", first)
+	return r
+}
+
+// digest is the sha256:... of a built image.
+func (r *Release) digest(t *testing.T, name string) string {
+	t.Helper()
+	ref, ok := r.Images[name]
+	require.True(t, ok, "images.txt has no %s", name)
+	_, d, ok := strings.Cut(ref, "@")
+	require.True(t, ok, "images.txt's %s has no digest: %s", name, ref)
+	return d
+}
+
+// load imports the release's images into the node's containerd under the
+// names the retargeted manifest uses (the mirror's name at the same
+// digest): the node pulls nothing.
+func (r *Release) load(t *testing.T, c *Cluster) {
+	t.Helper()
+	for name, ref := range r.Images {
+		c.importImage(t, filepath.Join(r.dir, name+".tar"))
+		tagged, _, _ := strings.Cut(ref, "@")
+		c.Ctr(t, "images", "tag", "--force", tagged, fmt.Sprintf("%s/%s@%s", retargetRegistry, name, r.digest(t, name)))
+	}
+}
+
+// render is the release manifest, unchanged but for a kustomize images:
+// retarget of every image to the mirror, digests kept.
+func (r *Release) render(t *testing.T, c *Cluster) string {
+	t.Helper()
+	dir := c.path("kustomize", r.Version)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	data, err := os.ReadFile(r.Manifest)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dockerios.yaml"), data, 0o644))
+	var k strings.Builder
+	k.WriteString("resources: [dockerios.yaml]\nimages:\n")
+	for name := range r.Images {
+		fmt.Fprintf(&k, "- name: ghcr.io/dockerios/%s\n  newName: %s/%s\n", name, retargetRegistry, name)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o644))
+	rendered := c.Kubectl.MustRun(t, "", "kustomize", dir)
+	for name := range r.Images {
+		want := fmt.Sprintf("%s/%s@%s", retargetRegistry, name, r.digest(t, name))
+		if name == "gitlab-runner-controller" {
+			continue // the example, not part of the release
+		}
+		assert.Contains(t, rendered, "image: "+want, "the retargeted release names %s by the digest built", name)
+	}
+	assert.NotContains(t, rendered, "ghcr.io/dockerios/", "every image is retargeted, the ones the controller hands out included")
+	return rendered
+}
+
+// install applies a release as its header says and waits for the API.
+func (r *Release) install(t *testing.T, c *Cluster) {
+	t.Helper()
+	r.load(t, c)
+	rendered := r.render(t, c)
+	c.Kubectl.MustRun(t, rendered, "apply", "--server-side", "-f", "-")
+	c.Kubectl.MustRun(t, "", "wait", "apiservice/v1alpha1.dockerios.io", "--for", "condition=Available", "--timeout=4m")
+	c.Kubectl.MustRun(t, "", "-n", systemNamespace, "rollout", "status", "deployment/dockerios-apiserver", "--timeout=3m")
+	c.Kubectl.MustRun(t, "", "-n", systemNamespace, "rollout", "status", "deployment/dockerios-controller", "--timeout=3m")
+}
+
+const systemNamespace = "dockerios-system"
+
+// localPV offers a local PersistentVolume of the node (a directory of the
+// test's), as a cluster's local-storage provisioner would.
+func (c *Cluster) localPV(t *testing.T, name, storageClass, size string) string {
+	t.Helper()
+	dir := c.path("volumes", name)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	sc := ""
+	if storageClass != "" {
+		sc = "storageClassName: " + storageClass
+	}
+	c.Kubectl.MustRun(t, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata: {name: %s}
+spec:
+  capacity: {storage: %s}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  %s
+  local: {path: %s}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [%s]}]
+`, name, size, sc, dir, NodeName), "apply", "-f", "-")
+	return dir
+}
+
+// TestRelease installs a release on the node, checks it as an
+// administrator would, upgrades it to the next one with claims being made
+// and released throughout, and uninstalls it the documented way.
+func TestRelease(t *testing.T) {
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+	current := loadRelease(t, releaseDir(), imagesDir())
+	var previous *Release
+	if d := os.Getenv("DOCKERIOS_PREVIOUS_RELEASE_DIR"); d != "" {
+		previous = loadRelease(t, d, os.Getenv("DOCKERIOS_PREVIOUS_IMAGES_DIR"))
+		require.NotEqual(t, previous.Version, current.Version, "the upgrade must be to another version")
+	}
+	c := StartCluster(t)
+	kube, err := kubernetes.NewForConfig(c.Admin)
+	require.NoError(t, err)
+	// The apiserver's ledger: a local volume the Deployment's claim binds.
+	c.localPV(t, "dockerios-apiserver-data", "", "10Gi")
+
+	first := current
+	if previous != nil {
+		first = previous
+	}
+	start := time.Now()
+	first.install(t, c)
+	t.Logf("release %s installed and serving in %s", first.Version, time.Since(start).Round(time.Second))
+
+	t.Run("pods run restricted, from the release's images", func(t *testing.T) { checkPods(t, c, kube, first) })
+	t.Run("the API is served through the aggregation layer", func(t *testing.T) { checkAPI(t, c) })
+}
+
+// checkPods: every DockerIOS pod Running and Ready (probes passing) with
+// no restart, in a namespace that enforces PodSecurity restricted, with
+// the manifests' securityContext, from the image digests built.
+func checkPods(t *testing.T, c *Cluster, kube kubernetes.Interface, r *Release) {
+	ctx := context.Background()
+	ns, err := kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "restricted", ns.Labels["pod-security.kubernetes.io/enforce"])
+	pods, err := kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	want := map[string]int{"dockerios-apiserver": 1, "dockerios-controller": 2}
+	got := map[string]int{}
+	for _, p := range pods.Items {
+		app := p.Labels["app.kubernetes.io/name"]
+		got[app]++
+		assert.Equal(t, corev1.PodRunning, p.Status.Phase, "pod %s", p.Name)
+		assert.True(t, podReady(&p), "pod %s is Ready (its readiness probe passes)", p.Name)
+		psc := p.Spec.SecurityContext
+		require.NotNil(t, psc, "pod %s", p.Name)
+		assert.True(t, psc.RunAsNonRoot != nil && *psc.RunAsNonRoot, "pod %s runs as non-root", p.Name)
+		require.NotNil(t, psc.SeccompProfile, "pod %s", p.Name)
+		assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, psc.SeccompProfile.Type)
+		for _, ctr := range p.Spec.Containers {
+			sc := ctr.SecurityContext
+			require.NotNil(t, sc, "container %s/%s", p.Name, ctr.Name)
+			assert.False(t, *sc.AllowPrivilegeEscalation)
+			assert.True(t, *sc.ReadOnlyRootFilesystem)
+			assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+			assert.NotNil(t, ctr.ReadinessProbe, "container %s/%s has a readiness probe", p.Name, ctr.Name)
+			assert.NotNil(t, ctr.LivenessProbe, "container %s/%s has a liveness probe", p.Name, ctr.Name)
+			assert.Equal(t, fmt.Sprintf("%s/%s@%s", retargetRegistry, app, r.digest(t, app)), ctr.Image)
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			assert.Zero(t, st.RestartCount, "container %s/%s restarted: %+v", p.Name, st.Name, st.LastTerminationState)
+			assert.Contains(t, st.ImageID, r.digest(t, app), "container %s/%s runs the image built", p.Name, st.Name)
+		}
+	}
+	assert.Equal(t, want, got, "DockerIOS's pods by app")
+
+	// Enforced, not merely labelled: a pod that is not restricted is
+	// refused in the namespace.
+	res := c.Kubectl.Run(`apiVersion: v1
+kind: Pod
+metadata: {name: not-restricted, namespace: dockerios-system}
+spec:
+  containers: [{name: c, image: `+pauseImage+`}]
+`, "create", "-f", "-")
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Stderr, `violates PodSecurity "restricted:latest"`)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// checkAPI: the APIService is Available and kubectl's reads of machines
+// and claims are answered by the apiserver pod through kube-apiserver's
+// aggregation layer.
+func checkAPI(t *testing.T, c *Cluster) {
+	out := c.Kubectl.MustRun(t, "", "get", "apiservice", "v1alpha1.dockerios.io", "-o", "json")
+	var svc struct {
+		Spec struct {
+			CABundle []byte `json:"caBundle"`
+		} `json:"spec"`
+		Status struct {
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &svc))
+	assert.NotEmpty(t, svc.Spec.CABundle, "the apiserver filled its APIService's caBundle")
+	r := c.Kubectl.Run("", "get", "mm,mmclaim", "-A")
+	require.NoError(t, r.Err, r.Stderr)
+	assert.Contains(t, r.Stderr, "No resources found")
+	framework.Eventually(t, time.Minute, func() string {
+		if r := c.Kubectl.Run("", "api-resources", "--api-group=dockerios.io"); r.Err != nil || !strings.Contains(r.Stdout, "macosmachines") {
+			return "dockerios.io is not discovered: " + r.Stdout + r.Stderr
+		}
+		return ""
+	})
+}
