@@ -17,14 +17,12 @@ limitations under the License.
 package node
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -167,7 +165,9 @@ func StartCluster(t *testing.T) *Cluster {
 	return c
 }
 
-func (c *Cluster) path(parts ...string) string { return filepath.Join(append([]string{c.Dir}, parts...)...) }
+func (c *Cluster) path(parts ...string) string {
+	return filepath.Join(append([]string{c.Dir}, parts...)...)
+}
 
 func (c *Cluster) write(t *testing.T, name string, data []byte) string {
 	t.Helper()
@@ -530,5 +530,3 @@ func must(t *testing.T, err error) {
 	}
 }
 
-var _ = bytes.NewBuffer
-var _ = net.IPv4
