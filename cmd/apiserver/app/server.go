@@ -44,6 +44,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -52,6 +53,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
@@ -65,6 +67,7 @@ import (
 	generatedopenapi "github.com/dockerios/dockerios/pkg/generated/openapi"
 	"github.com/dockerios/dockerios/pkg/localpki"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
+	"github.com/dockerios/dockerios/pkg/version"
 )
 
 const (
@@ -128,6 +131,9 @@ authentication and authorization. With --local it is a standalone
 development server on 127.0.0.1 that writes its own kubeconfig.
 Without --etcd-servers it runs an embedded etcd in --data-dir.`,
 		SilenceUsage: true,
+		// --version prints DockerIOS's version alone and exits, before
+		// any other flag is looked at.
+		Version: version.String(),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := o.Complete(); err != nil {
 				return err
@@ -136,6 +142,7 @@ Without --etcd-servers it runs an embedded etcd in --data-dir.`,
 		},
 	}
 	cmd.SetContext(ctx)
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	o.AddFlags(cmd.Flags())
 	return cmd
 }
@@ -224,7 +231,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIV3Config.Info.Title = "DockerIOS"
 	cfg.OpenAPIV3Config.Info.Version = "v1alpha1"
-	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.EffectiveVersion = effectiveVersion{compatibility.DefaultBuildEffectiveVersion()}
 	if err := overrideFeatureDefaults(); err != nil {
 		return nil, err
 	}
@@ -242,6 +249,26 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	return &apiserver.Config{GenericConfig: cfg, IdentityRepairInterval: o.IdentityRepairInterval}, nil
 }
 
+// effectiveVersion is the Kubernetes libraries' effective version, which
+// decides the API's and the feature gates' emulation (and must stay
+// theirs: feature gates are registered against it), except for what
+// /version answers. The generic apiserver serves EffectiveVersion.Info()
+// there, which would be the library's version (v0.37.x, or v0.0.0-master
+// unstamped) and tell an operator nothing about the DockerIOS they run.
+type effectiveVersion struct {
+	basecompatibility.EffectiveVersion
+}
+
+// Info is DockerIOS's version (pkg/version): major, minor, gitVersion,
+// gitCommit, gitTreeState, buildDate, goVersion, compiler and platform.
+// The emulation and minimum compatibility fields are left out: they are
+// Kubernetes' versions, which beside DockerIOS's major and minor would
+// read as a DockerIOS 1.37.
+func (effectiveVersion) Info() *apimachineryversion.Info {
+	info := apimachineryversion.Info(version.Get())
+	return &info
+}
+
 // overrideFeatureDefaults sets the defaults of the generic apiserver's
 // features that this server needs otherwise.
 //
@@ -257,6 +284,7 @@ func overrideFeatureDefaults() error {
 
 // Run starts the embedded etcd if needed, then serves until ctx is done.
 func (o *Options) Run(ctx context.Context) error {
+	klog.InfoS("Starting dockerios-apiserver", "version", version.String(), "gitCommit", version.Get().GitCommit)
 	if o.EmbedsEtcd() {
 		etcd, err := embeddedetcd.Start(filepath.Join(o.DataDir, "etcd"), filepath.Join(o.DataDir, "etcd.log"))
 		if err != nil {

@@ -20,21 +20,56 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apiserver/pkg/features"
+	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/dockerios/dockerios/pkg/localpki"
+	"github.com/dockerios/dockerios/pkg/version"
 )
 
 // Behind kube-apiserver, the server's authenticator verifies the front
 // proxy's certificate chain once (pkg/authn), and its etcd watches decode
 // events in the watch's own goroutine.
 func TestConfig_BehindKubeAPIServer(t *testing.T) {
+	cfg, err := behindKubeAPIServer(t).Config()
+	require.NoError(t, err)
+	assert.Equal(t, "*authn.frontProxy", fmt.Sprintf("%T", cfg.GenericConfig.Authentication.Authenticator))
+	assert.False(t, utilfeature.DefaultFeatureGate.Enabled(features.ConcurrentWatchObjectDecode))
+}
+
+// /version says which DockerIOS runs, while the API and the feature gates
+// still emulate the Kubernetes version of the libraries built in.
+func TestConfig_VersionIsDockerIOSsAndEmulationStaysKubernetes(t *testing.T) {
+	cfg, err := behindKubeAPIServer(t).Config()
+	require.NoError(t, err)
+
+	ev := cfg.GenericConfig.EffectiveVersion
+	info := ev.Info() // what the generic apiserver serves at /version
+	assert.Equal(t, version.Get().GitVersion, info.GitVersion)
+	assert.Equal(t, version.Get().GitCommit, info.GitCommit)
+	assert.Equal(t, version.Get().BuildDate, info.BuildDate)
+	assert.Equal(t, runtime.Version(), info.GoVersion)
+	assert.Equal(t, runtime.GOOS+"/"+runtime.GOARCH, info.Platform)
+	assert.Empty(t, info.EmulationMajor)
+
+	kube := compatibility.DefaultBuildEffectiveVersion()
+	assert.True(t, ev.BinaryVersion().EqualTo(kube.BinaryVersion()), "binary version %s, want Kubernetes' %s", ev.BinaryVersion(), kube.BinaryVersion())
+	assert.True(t, ev.EmulationVersion().EqualTo(kube.EmulationVersion()), "emulation version %s, want Kubernetes' %s", ev.EmulationVersion(), kube.EmulationVersion())
+	assert.Empty(t, ev.Validate())
+}
+
+// behindKubeAPIServer is the options of a server behind kube-apiserver,
+// with what the extension-apiserver-authentication ConfigMap would say
+// given as flags, so no kube-apiserver is needed to build its config.
+func behindKubeAPIServer(t *testing.T) *Options {
+	t.Helper()
 	dir := t.TempDir()
 	bundle, err := localpki.Ensure(filepath.Join(dir, "pki"), []string{"localhost"}, time.Now())
 	require.NoError(t, err)
@@ -55,9 +90,5 @@ func TestConfig_BehindKubeAPIServer(t *testing.T) {
 	ro.Authorization.RemoteKubeConfigFileOptional = true
 	ro.CoreAPI, ro.Admission = nil, nil
 	ro.Features.EnablePriorityAndFairness = false
-
-	cfg, err := o.Config()
-	require.NoError(t, err)
-	assert.Equal(t, "*authn.frontProxy", fmt.Sprintf("%T", cfg.GenericConfig.Authentication.Authenticator))
-	assert.False(t, utilfeature.DefaultFeatureGate.Enabled(features.ConcurrentWatchObjectDecode))
+	return o
 }
