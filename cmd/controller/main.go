@@ -27,6 +27,7 @@ import (
 	"syscall"
 
 	"github.com/dockerios/dockerios/cmd/controller/app"
+	"github.com/dockerios/dockerios/pkg/version"
 )
 
 func main() {
@@ -36,6 +37,10 @@ func main() {
 	if err := opts.Parse(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	if opts.PrintVersion {
+		fmt.Println(version.String())
+		return
 	}
 	if err := app.Run(ctx, opts, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "dockerios-controller:", err)

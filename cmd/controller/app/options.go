@@ -56,11 +56,16 @@ type Options struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	LeaderElectionName      string
-	// BootdiskImage, HookSidecarImage and OSKSecretName go into every
-	// machine's objects (pkg/controller/machine.Settings).
-	BootdiskImage    string
-	HookSidecarImage string
-	OSKSecretName    string
+	// BootdiskImage, HookSidecarImage, ImagePullSecrets and OSKSecretName
+	// go into every machine's objects (pkg/controller/machine.Settings).
+	// ImagesPodTemplate (NAMESPACE/NAME), when set, replaces the first
+	// three: they are read from that PodTemplate as each object is made
+	// (images.go).
+	BootdiskImage     string
+	HookSidecarImage  string
+	ImagePullSecrets  []string
+	ImagesPodTemplate string
+	OSKSecretName     string
 	// TerminationGracePeriod is the ACPI shutdown grace of each VM.
 	TerminationGracePeriod time.Duration
 	MachineWorkers         int
@@ -70,6 +75,9 @@ type Options struct {
 	// StorageHoldBack is how long new machines wait after a clone into
 	// their StorageClass failed.
 	StorageHoldBack time.Duration
+
+	// PrintVersion: print the version and exit, whatever else is asked.
+	PrintVersion bool
 }
 
 // NewOptions returns the defaults a Deployment in artifacts/ relies on.
@@ -84,8 +92,8 @@ func NewOptions() *Options {
 		LeaderElect:             true,
 		LeaderElectionNamespace: "dockerios-system",
 		LeaderElectionName:      "dockerios-controller",
-		BootdiskImage:           "ghcr.io/dockerios/dockerios-bootdisk:v0.1.0",
-		HookSidecarImage:        "ghcr.io/dockerios/dockerios-sidecar-hook:v0.1.0",
+		BootdiskImage:           DefaultBootdiskImage(),
+		HookSidecarImage:        DefaultHookSidecarImage(),
 		OSKSecretName:           "dockerios-osk",
 		TerminationGracePeriod:  3 * time.Minute,
 		MachineWorkers:          16,
@@ -110,8 +118,13 @@ func (o *Options) Parse(args []string) error {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one reconciling replica through a Lease")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 	fs.StringVar(&o.LeaderElectionName, "leader-election-name", o.LeaderElectionName, "name of the leader election Lease")
-	fs.StringVar(&o.BootdiskImage, "bootdisk-image", o.BootdiskImage, "bootdisk builder image for classes that name none")
-	fs.StringVar(&o.HookSidecarImage, "hook-sidecar-image", o.HookSidecarImage, "DockerIOS KubeVirt hook sidecar image")
+	fs.StringVar(&o.BootdiskImage, "bootdisk-image", o.BootdiskImage, "bootdisk builder image for classes that name none (default: this release's); not with --images-pod-template")
+	fs.StringVar(&o.HookSidecarImage, "hook-sidecar-image", o.HookSidecarImage, "DockerIOS KubeVirt hook sidecar image (default: this release's); not with --images-pod-template")
+	fs.StringSliceVar(&o.ImagePullSecrets, "image-pull-secrets", o.ImagePullSecrets,
+		"comma-separated Secrets each bootdisk Job's pod pulls its image with; each must exist in every machine's namespace (a pod uses pull secrets of its own namespace only); not with --images-pod-template")
+	fs.StringVar(&o.ImagesPodTemplate, "images-pod-template", o.ImagesPodTemplate,
+		"NAMESPACE/NAME of a PodTemplate whose containers \"bootdisk\" and \"hook-sidecar\" name the images, and whose imagePullSecrets the pull secrets, of every bootdisk Job and VirtualMachine made from now on, read as each is made (so kustomize images: retargets them and a re-applied PodTemplate needs no restart); instead of --bootdisk-image, --hook-sidecar-image and --image-pull-secrets")
+	fs.BoolVar(&o.PrintVersion, "version", false, "print the version and exit")
 	fs.StringVar(&o.OSKSecretName, "osk-secret-name", o.OSKSecretName, "Secret, in each machine's namespace, holding Apple's SMC key under \"osk\"")
 	fs.DurationVar(&o.TerminationGracePeriod, "vm-termination-grace-period", o.TerminationGracePeriod, "how long a VM's ACPI shutdown may take")
 	fs.IntVar(&o.MachineWorkers, "machine-workers", o.MachineWorkers, "machines reconciled in parallel")
@@ -122,8 +135,21 @@ func (o *Options) Parse(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if o.PrintVersion {
+		return nil // whatever else is asked
+	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	// The images have defaults: a PodTemplate replaces them, unless they
+	// were asked for as well (which Validate refuses).
+	if o.ImagesPodTemplate != "" {
+		if !fs.Changed("bootdisk-image") {
+			o.BootdiskImage = ""
+		}
+		if !fs.Changed("hook-sidecar-image") {
+			o.HookSidecarImage = ""
+		}
 	}
 	return o.Validate()
 }
@@ -138,12 +164,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--webhook-cert-dir: required while --webhook-bind-address is set"))
 	}
 	if o.Reconcile {
-		for _, f := range []struct{ name, value string }{
-			{"--bootdisk-image", o.BootdiskImage}, {"--hook-sidecar-image", o.HookSidecarImage}, {"--osk-secret-name", o.OSKSecretName},
-		} {
-			if f.value == "" {
-				errs = append(errs, fmt.Errorf("%s: required while --reconcile is on", f.name))
-			}
+		errs = append(errs, o.validateImages()...)
+		if o.OSKSecretName == "" {
+			errs = append(errs, errors.New("--osk-secret-name: required while --reconcile is on"))
 		}
 		if o.LeaderElect && (o.LeaderElectionNamespace == "" || o.LeaderElectionName == "") {
 			errs = append(errs, errors.New("--leader-election-namespace and --leader-election-name: required with --leader-elect"))

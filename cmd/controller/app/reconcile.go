@@ -33,6 +33,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/controller/machine"
 	"github.com/dockerios/dockerios/pkg/controller/manager"
+	"github.com/dockerios/dockerios/pkg/version"
 )
 
 // reconcile runs the reconcilers, behind leader election when asked. It
@@ -45,10 +46,12 @@ func reconcile(ctx context.Context, o *Options, log *slog.Logger, reg prometheus
 	}
 	cfg.QPS, cfg.Burst = 200, 400
 	cfg.UserAgent = "dockerios-controller"
+	podTemplate, images := o.imageSettings()
 	mcfg := manager.Config{
 		RESTConfig: cfg, Log: log, Registry: reg, MachineWorkers: o.MachineWorkers, AgentProbeWorkers: o.AgentProbeWorkers, AgentTimeout: o.AgentTimeout, StorageHoldBack: o.StorageHoldBack,
-		Settings: machine.Settings{BootdiskImage: o.BootdiskImage, HookSidecarImage: o.HookSidecarImage,
+		Settings: machine.Settings{BootdiskImage: images.Bootdisk, HookSidecarImage: images.HookSidecar, ImagePullSecrets: images.PullSecrets,
 			OSKSecretName: o.OSKSecretName, TerminationGracePeriodSeconds: int64(o.TerminationGracePeriod / time.Second)},
+		ImagesPodTemplate: podTemplate,
 	}
 	if !o.LeaderElect {
 		return manager.Run(ctx, mcfg)
@@ -73,7 +76,7 @@ func reconcile(ctx context.Context, o *Options, log *slog.Logger, reg prometheus
 		Name: o.LeaderElectionName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				log.Info("leading; starting reconcilers", "identity", id)
+				log.Info("leading; starting reconcilers", "identity", id, "version", version.String())
 				mcfg.Leading = func() bool { return leadsNow(le.IsLeader, renewed) }
 				errc <- manager.Run(ctx, mcfg)
 			},

@@ -53,14 +53,18 @@ const (
 	ReasonVMIStarting          = "Starting"
 	ReasonVMIStopped           = "NotRunning"
 	ReasonOSKSecretMissing     = "OSKSecretMissing"
-	ReasonAgentAnswered        = "Answered"
-	ReasonAgentUnreachable     = "Unreachable"
-	ReasonAgentUnauth          = "Unauthenticated"
-	ReasonWrongMachine         = "WrongMachine"
-	ReasonBadResponse          = "BadResponse"
-	ReasonNoAddress            = "NoAddress"
-	ReasonNotStarted           = "NotStarted"
-	ReasonStartTimeout         = "StartTimeout"
+	// ReasonImagesUnavailable: the PodTemplate naming the images to run
+	// (--images-pod-template) is missing or incomplete; the bootdisk Job
+	// or the VirtualMachine is made once it is fixed.
+	ReasonImagesUnavailable = "ImagesUnavailable"
+	ReasonAgentAnswered     = "Answered"
+	ReasonAgentUnreachable  = "Unreachable"
+	ReasonAgentUnauth       = "Unauthenticated"
+	ReasonWrongMachine      = "WrongMachine"
+	ReasonBadResponse       = "BadResponse"
+	ReasonNoAddress         = "NoAddress"
+	ReasonNotStarted        = "NotStarted"
+	ReasonStartTimeout      = "StartTimeout"
 	// ReasonUnschedulable, ReasonVMIFailed and ReasonCrashLoop fail a
 	// machine whose startTimeout ran out before its VM ever ran, naming
 	// what held it up.
@@ -170,6 +174,10 @@ type Observed struct {
 	// OSKSecretMissing says why the VirtualMachine is not started: the
 	// Secret with Apple's SMC key is not in the machine's namespace.
 	OSKSecretMissing string
+	// ImagesUnavailable says why the bootdisk Job (while there is none) or
+	// the VirtualMachine (once the disks are ready) is not made: the images
+	// to run cannot be read (containerimages.UnavailableError).
+	ImagesUnavailable string
 
 	// NetworkFault: many agents are unreachable at once (FleetWatch), so
 	// an agent not answering says nothing about this guest; startTimeout
@@ -252,6 +260,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		// deleted since takes nothing away from the disk it rendered.
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionTrue, ReasonJobSucceeded,
 			fmt.Sprintf("the bootdisk was rendered before VirtualMachine %s was made (its Job is not found)", o.VM.Name))
+	case o.Job == nil && o.ImagesUnavailable != "":
+		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonImagesUnavailable, o.ImagesUnavailable)
 	case o.Job == nil && o.BootdiskRetry != "":
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonJobFailed, o.BootdiskRetry)
 	case o.Job == nil:
@@ -339,6 +349,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonWaitingForDisks, "the VirtualMachine starts once the bootdisk and the system disk are ready")
 	case o.VM == nil && o.OSKSecretMissing != "":
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonOSKSecretMissing, o.OSKSecretMissing)
+	case o.VM == nil && o.ImagesUnavailable != "":
+		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonImagesUnavailable, o.ImagesUnavailable)
 	default:
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonVMIStopped, "the VirtualMachineInstance does not exist yet")
 	}

@@ -110,12 +110,18 @@ func NamesFor(m *v1alpha1.MacOSMachine) Names {
 		SystemDisk: base + "-system-" + uid, VirtualMachine: base}
 }
 
-// Settings are what the controller decides for every machine, from its flags.
+// Settings are what the controller decides for every machine, from its
+// flags. The images and pull secrets may instead come from a PodTemplate
+// (Reconciler.Images), read as each object is made.
 type Settings struct {
 	// BootdiskImage is the default builder image (a class may name its own).
 	BootdiskImage string
 	// HookSidecarImage is the DockerIOS domain hook's image.
 	HookSidecarImage string
+	// ImagePullSecrets are named in each bootdisk Job's pod. Pods can only
+	// use pull secrets of their own namespace: each must exist in every
+	// namespace machines are made in.
+	ImagePullSecrets []corev1.LocalObjectReference
 	// OSKSecretName is the Secret, in each machine's namespace, holding
 	// Apple's SMC key under "osk" (see sidecar-hook/annotations.OSKSecretLabel).
 	OSKSecretName string
@@ -198,7 +204,7 @@ func BootdiskJob(m *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, class *v1
 	}
 	n := NamesFor(m)
 	job, err := bootdisk.Job(m, id, class, bootdisk.JobOptions{Image: image, OutputPVCName: n.BootdiskPVC, TokenSecretName: n.TokenSecret,
-		IdentitySecretName: n.IdentitySecret})
+		IdentitySecretName: n.IdentitySecret, ImagePullSecrets: s.ImagePullSecrets})
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/bootdisk"
+	"github.com/dockerios/dockerios/pkg/controller/containerimages"
 	"github.com/dockerios/dockerios/pkg/controller/external"
 	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
 	dlisters "github.com/dockerios/dockerios/pkg/generated/listers/dockerio/v1alpha1"
@@ -83,6 +84,9 @@ const (
 	agentSeenRefresh = 2 * time.Minute
 	// teardownPoll is how often teardown looks again while waiting.
 	teardownPoll = 2 * time.Second
+	// imagesRetry is how often a machine waiting for the images'
+	// PodTemplate to be fixed looks again.
+	imagesRetry = 15 * time.Second
 )
 
 // Condition type on a MacOSMachineClass.
@@ -113,6 +117,10 @@ type Reconciler struct {
 	Client   versioned.Interface
 	Listers  Listers
 	Settings Settings
+	// Images, when set, gives the bootdisk and hook sidecar images and the
+	// pull secrets in place of Settings', read as each bootdisk Job and
+	// VirtualMachine is made (--images-pod-template).
+	Images   containerimages.Source
 	Recorder record.EventRecorder
 	Log      *slog.Logger
 	// Prober asks the guest agents, off the reconcile workers; nil asks
@@ -449,7 +457,11 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		} else if err != nil {
 			return fmt.Errorf("reading the OSK Secret: %w", err)
 		}
-		vm, err := VirtualMachine(m, o.Class, o.Identity, r.Settings, true)
+		settings, ok, err := r.settingsFor(ctx, m, o, requeue)
+		if !ok {
+			return err
+		}
+		vm, err := VirtualMachine(m, o.Class, o.Identity, settings, true)
 		if err != nil {
 			return err
 		}
@@ -573,7 +585,11 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 		return nil
 	}
 	if o.Job == nil {
-		job, err := BootdiskJob(m, o.Identity, o.Class, r.Settings)
+		settings, ok, err := r.settingsFor(ctx, m, o, requeue)
+		if !ok {
+			return err
+		}
+		job, err := BootdiskJob(m, o.Identity, o.Class, settings)
 		if err != nil {
 			return err
 		}
@@ -641,6 +657,33 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 	o.BootdiskRetry = fmt.Sprintf("retry %d starting", failures+1)
 	*requeue = minPositive(*requeue, time.Second)
 	return nil
+}
+
+// settingsFor is r.Settings with the images and pull secrets to give an
+// object made now. ok is false when none is to be made this pass: err
+// then says why, unless the images cannot be known until the
+// configuration is fixed (containerimages.UnavailableError): then the
+// machine says so (o.ImagesUnavailable, which Derive turns into a
+// condition, and an Event) and looks again shortly, for nothing watches
+// the PodTemplate. It never makes the object from other images than the
+// ones asked for.
+func (r *Reconciler) settingsFor(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed, requeue *time.Duration) (Settings, bool, error) {
+	s := r.Settings
+	if r.Images == nil {
+		return s, true, nil
+	}
+	images, err := r.Images.Images(ctx)
+	if containerimages.IsUnavailable(err) {
+		o.ImagesUnavailable = err.Error() + "; machines wait until it is fixed"
+		r.Recorder.Eventf(m, corev1.EventTypeWarning, ReasonImagesUnavailable, "%s", o.ImagesUnavailable)
+		*requeue = minPositive(*requeue, imagesRetry)
+		return s, false, nil
+	}
+	if err != nil {
+		return s, false, err
+	}
+	s.BootdiskImage, s.HookSidecarImage, s.ImagePullSecrets = images.Bootdisk, images.HookSidecar, images.PullSecrets
+	return s, true, nil
 }
 
 // builderExit reads how the bootdisk builder of a failed Job ended — its

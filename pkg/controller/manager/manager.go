@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -42,6 +43,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/controller/containerimages"
 	"github.com/dockerios/dockerios/pkg/controller/external"
 	"github.com/dockerios/dockerios/pkg/controller/image"
 	"github.com/dockerios/dockerios/pkg/controller/machine"
@@ -55,6 +57,10 @@ import (
 type Config struct {
 	RESTConfig *rest.Config
 	Settings   machine.Settings
+	// ImagesPodTemplate, when its Name is set, is the PodTemplate the
+	// bootdisk and hook sidecar images and the pull secrets are read from
+	// (containerimages.PodTemplate), in place of Settings'.
+	ImagesPodTemplate types.NamespacedName
 	// MachineWorkers reconcile machines in parallel; PoolWorkers pools and
 	// claims.
 	MachineWorkers, PoolWorkers int
@@ -145,6 +151,9 @@ func Run(ctx context.Context, cfg Config) error {
 			Jobs: kf.Batch().V1().Jobs().Lister(), Nodes: nodes.Lister(),
 			VMs: vms.Lister(), VMIs: vmis.Lister(), DVs: dvs.Lister(),
 		},
+	}
+	if cfg.ImagesPodTemplate.Name != "" {
+		mr.Images = &containerimages.PodTemplate{Client: kube.CoreV1(), Template: cfg.ImagesPodTemplate}
 	}
 	if cfg.Registry != nil {
 		mr.Metrics = machine.NewMetrics(cfg.Registry)
