@@ -128,6 +128,8 @@ func (r *Release) install(t *testing.T, c *Cluster) {
 	t.Helper()
 	r.load(t, c)
 	rendered := r.render(t, c)
+	// What is installed now, for the uninstall to delete.
+	require.NoError(t, os.WriteFile(c.path("kustomize", "installed.yaml"), []byte(rendered), 0o644))
 	c.Kubectl.MustRun(t, rendered, "apply", "--server-side", "-f", "-")
 	c.Kubectl.MustRun(t, "", "wait", "apiservice/v1alpha1.dockerios.io", "--for", "condition=Available", "--timeout=4m")
 	c.Kubectl.MustRun(t, "", "-n", systemNamespace, "rollout", "status", "deployment/dockerios-apiserver", "--timeout=3m")
@@ -192,6 +194,80 @@ func TestRelease(t *testing.T) {
 
 	t.Run("pods run restricted, from the release's images", func(t *testing.T) { checkPods(t, c, kube, first) })
 	t.Run("the API is served through the aggregation layer", func(t *testing.T) { checkAPI(t, c) })
+	t.Run("the controller is leader-elected and its webhook answers kube-apiserver", func(t *testing.T) { checkController(t, c, kube) })
+	fleet := startFleet(t, c, kube, 4, 6)
+	if !t.Run("a pool fills, a claim is bound, the bootdisk Job runs for real", func(t *testing.T) { checkFleet(t, fleet, first) }) {
+		return
+	}
+	if previous != nil {
+		t.Run("an upgrade loses no claim, identity or binding", func(t *testing.T) { checkUpgrade(t, c, kube, fleet, current) })
+		t.Run("pods run restricted, from the new release's images", func(t *testing.T) { checkPods(t, c, kube, current) })
+	}
+	t.Run("uninstall, the documented way", func(t *testing.T) { checkUninstall(t, c, kube, fleet) })
+}
+
+// checkController: one of the two controller replicas holds the leader
+// Lease, and kube-apiserver calls the launcher webhook that both serve:
+// a virt-launcher pod of a macOS VM gets its OSK Secret mounted into the
+// hook sidecar alone (a server-side dry run, so no pod is left).
+func checkController(t *testing.T, c *Cluster, kube kubernetes.Interface) {
+	ctx := context.Background()
+	pods, err := kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=dockerios-controller"})
+	require.NoError(t, err)
+	framework.Eventually(t, time.Minute, func() string {
+		lease, err := kube.CoordinationV1().Leases(systemNamespace).Get(ctx, "dockerios-controller", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		holder := ptrValue(lease.Spec.HolderIdentity)
+		for _, p := range pods.Items {
+			if strings.HasPrefix(holder, p.Name) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("Lease %s/dockerios-controller is held by %q, none of the controller's pods", systemNamespace, holder)
+	})
+
+	c.Kubectl.MustRun(t, `apiVersion: v1
+kind: Namespace
+metadata: {name: launchers}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: dockerios-osk, namespace: launchers}
+stringData: {osk: dummy-osk-for-tests-only-0123456789abcdef0123456789abcdef0123}
+`, "apply", "-f", "-")
+	out := c.Kubectl.MustRun(t, `apiVersion: v1
+kind: Pod
+metadata:
+  name: virt-launcher-mac
+  namespace: launchers
+  labels: {kubevirt.io: virt-launcher, hook.dockerios.io/osk-secret: dockerios-osk}
+spec:
+  volumes: [{name: hook-sidecar-sockets, emptyDir: {}}]
+  containers:
+  - name: compute
+    image: registry.example/virt-launcher:v1
+    volumeMounts: [{name: hook-sidecar-sockets, mountPath: /var/run/kubevirt-hooks}]
+  - name: hook-sidecar-0
+    image: registry.example/dockerios/sidecar-hook:v1
+    args: ["--osk-file=/var/run/dockerios/osk/osk"]
+    volumeMounts: [{name: hook-sidecar-sockets, mountPath: /var/run/kubevirt-hooks}]
+`, "create", "--dry-run=server", "-o", "json", "-f", "-")
+	var pod corev1.Pod
+	require.NoError(t, json.Unmarshal([]byte(out), &pod))
+	require.Len(t, pod.Spec.Volumes, 2, "the webhook added the OSK volume")
+	require.NotNil(t, pod.Spec.Volumes[1].Secret)
+	assert.Equal(t, "dockerios-osk", pod.Spec.Volumes[1].Secret.SecretName)
+	assert.Len(t, pod.Spec.Containers[0].VolumeMounts, 1, "the compute container does not see the key")
+	assert.Len(t, pod.Spec.Containers[1].VolumeMounts, 2, "the hook sidecar mounts the key")
+}
+
+func ptrValue(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // checkPods: every DockerIOS pod Running and Ready (probes passing) with
