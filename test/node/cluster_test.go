@@ -529,4 +529,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
