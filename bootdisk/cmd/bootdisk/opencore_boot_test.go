@@ -45,7 +45,7 @@ const (
 // come from). Checked here so that a changed file cannot pass unnoticed.
 const (
 	openCoreDir     = "../../testdata/opencore-1.0.5"
-	openCoreCommit  = "da4b23b5e92c5b939568700034367e8b7649fe90" // OSX-KVM, the Dockerfile's OSX_KVM_COMMIT
+	openCoreCommit  = "da4b23b5e92c5b939568700034367e8b7649fe90" // OSX-KVM, image/pins.sh's OSX_KVM_COMMIT
 	openCoreVersion = "REL-105-2025-07-07"
 	bootConfig      = "../../testdata/opencore-boot-config.plist"
 )
@@ -81,7 +81,7 @@ type wantVar struct {
 func (w wantVar) key() string { return w.vendor.String() + ":" + w.name }
 
 // TestOpenCoreBootsRenderedDisk renders a boot disk with the real command
-// from OpenCore 1.0.5's files (those of the Dockerfile's OSX-KVM pin), a
+// from OpenCore 1.0.5's files (those of image/pins.sh's OSX-KVM pin), a
 // generated identity and a random token, boots it with OVMF in QEMU (TCG,
 // q35, the disk on SATA as on our VMs) and reads back what OpenCore wrote:
 //

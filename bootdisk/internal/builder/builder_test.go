@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The EFI tree digest is the one the Dockerfile checks upstream's tree with.
+// The EFI tree digest is the one image/fetch-inputs.sh checks upstream's tree with.
 func TestEFITreeDigestMatchesShell(t *testing.T) {
 	dirs := []string{"../../cmd/bootdisk/testdata/efi"}
 	// OSX-KVM's real tree, when a developer has it unpacked (see README).

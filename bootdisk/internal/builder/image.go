@@ -94,7 +94,7 @@ type EFIFile struct {
 //
 //	find EFI -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum
 //
-// prints in dir. The Dockerfile checks the upstream tree the same way.
+// prints in dir. image/fetch-inputs.sh checks the upstream tree the same way.
 func EFITree(dir string) ([]EFIFile, string, error) {
 	var files []EFIFile
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
