@@ -8,6 +8,9 @@
 #   curl                                                  the README's look at the fake GitLab
 #   protobuf-compiler                                     hack/verify-protos.sh
 #   fdisk, mtools, qemu-utils                             the bootdisk builder's tests
+#   containerd, runc, containernetworking-plugins,        the node test (test/node): a real
+#   iproute2                                              kubelet's runtime and pod network
+#   mmdebstrap                                            hack/images.sh (the bootdisk's userland)
 #   libvirt-daemon (+ driver-qemu), libvirt-clients,      the hook through real libvirt
 #   qemu-system-x86, ovmf                                 and QEMU (sidecar-hook/e2e)
 set -o errexit
@@ -24,6 +27,8 @@ tools=(
   pgrep:procps setsid:util-linux curl:curl
   protoc:protobuf-compiler
   sfdisk:fdisk mformat:mtools mcopy:mtools qemu-img:qemu-utils
+  containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins ip:iproute2
+  mmdebstrap:mmdebstrap unshare:util-linux
 )
 # Installed without their recommends, which would bring the system daemon's
 # services, networks and other hypervisors' drivers: the tests run their own
