@@ -34,6 +34,7 @@ import (
 
 	"github.com/dockerios/dockerios/agent/api"
 	"github.com/dockerios/dockerios/agent/client"
+	"github.com/dockerios/dockerios/pkg/version/versiontest"
 )
 
 // agentBinary is built once by TestMain.
@@ -51,7 +52,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	agentBinary = filepath.Join(dir, "dockerios-agent")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version=e2e", "-o", agentBinary, "github.com/dockerios/dockerios/agent/cmd/dockerios-agent")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", versiontest.LDFlags("e2e"), "-o", agentBinary, "github.com/dockerios/dockerios/agent/cmd/dockerios-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

@@ -22,6 +22,7 @@ limitations under the License.
 //	kubectl dockerios machines                   pools, machines and claims as a tree
 //	kubectl dockerios identities import|generate fill an identity pool
 //	kubectl dockerios completion SHELL           shell completion
+//	kubectl dockerios version                    the plugin's version (also --version)
 //
 // It takes kubectl's connection flags (k8s.io/cli-runtime's ConfigFlags),
 // so --kubeconfig, --context, -n and the rest mean what they mean to
@@ -43,6 +44,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	clientset "github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
+	"github.com/dockerios/dockerios/pkg/version"
 )
 
 // Exit statuses. Anything that is not a success or one of the statuses
@@ -176,12 +178,15 @@ back, and fills the identity pools they boot with.
 		// The completion command is ours: it also says how to make
 		// "kubectl dockerios <TAB>" complete, which cobra's cannot.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		// --version, as "version" says it.
+		Version: version.String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	o.config.AddFlags(root.PersistentFlags())
 	registerConnectionCompletion(root, o)
 
 	identities := &cobra.Command{Use: "identities", Short: "Fill identity pools with Apple identities (MacOSIdentity)"}
 	identities.AddCommand(newImportCommand(o), newGenerateCommand(o))
-	root.AddCommand(newClaimCommand(o), newReleaseCommand(o), newMachinesCommand(o), identities, newCompletionCommand(root))
+	root.AddCommand(newClaimCommand(o), newReleaseCommand(o), newMachinesCommand(o), identities, newCompletionCommand(root), newVersionCommand())
 	return root
 }

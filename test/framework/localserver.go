@@ -136,6 +136,13 @@ type LocalServer struct {
 // flags) and waits until it is ready. The server is stopped when the test ends.
 func StartLocalServer(t TB, dataDir string, extraArgs ...string) *LocalServer {
 	t.Helper()
+	return StartLocalServerBinary(t, APIServerBinary(t), dataDir, extraArgs...)
+}
+
+// StartLocalServerBinary is StartLocalServer with another build of the
+// apiserver, such as one stamped with a known version.
+func StartLocalServerBinary(t TB, bin, dataDir string, extraArgs ...string) *LocalServer {
+	t.Helper()
 	port := FreePort(t)
 	s := &LocalServer{
 		DataDir:    dataDir,
@@ -143,7 +150,7 @@ func StartLocalServer(t TB, dataDir string, extraArgs ...string) *LocalServer {
 		Kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"),
 	}
 	args := append([]string{"--local", "--data-dir", dataDir, "--secure-port", fmt.Sprint(port)}, extraArgs...)
-	s.process = startProcess(t, "apiserver", APIServerBinary(t), args...)
+	s.process = startProcess(t, "apiserver", bin, args...)
 	t.Cleanup(func() {
 		s.Stop(t)
 		if t.Failed() {

@@ -38,10 +38,8 @@ import (
 	"github.com/dockerios/dockerios/agent/monitor"
 	"github.com/dockerios/dockerios/agent/server"
 	"github.com/dockerios/dockerios/agent/token"
+	"github.com/dockerios/dockerios/pkg/version"
 )
-
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
 
 // Exit codes; launchd restarts the agent after any of them.
 const (
@@ -73,7 +71,7 @@ func run(args []string) int {
 		return exitUsage
 	}
 	if *showVersion {
-		fmt.Println(version)
+		fmt.Println(version.String())
 		return exitOK
 	}
 	if *checkConfig {
@@ -89,7 +87,7 @@ func run(args []string) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	log.Info("starting", "version", version, "config", *configPath)
+	log.Info("starting", "version", version.String(), "config", *configPath)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -118,7 +116,7 @@ func run(args []string) int {
 		}
 	}
 
-	mon := monitor.New(monitor.Options{Config: cfg, ConfigErr: cfgErr, Version: version, Logger: log})
+	mon := monitor.New(monitor.Options{Config: cfg, ConfigErr: cfgErr, Version: version.String(), Logger: log})
 	srv := server.NewServer(server.NewHandler(server.Options{Token: tok, Status: mon.Status, Logger: log}), cert, log)
 
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -26,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/dockerios/dockerios/bootdisk/internal/builder"
+	"github.com/dockerios/dockerios/pkg/version"
 )
 
 // Defaults inside the builder image (see Dockerfile).
@@ -44,6 +45,7 @@ const usage = `usage:
   bootdisk template --from CONFIG [--output FILE]
                               turn an OpenCore config.plist (OSX-KVM's) into a
                               template with osx-serial-generator's placeholders
+  bootdisk --version          print the version and exit
 Run "bootdisk COMMAND -h" for flags. See README.md.`
 
 func main() {
@@ -70,6 +72,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = deriveTemplate(args[1:], stdout, stderr)
 	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
 		fmt.Fprintln(stdout, usage)
+		return builder.ExitOK
+	case args[0] == "--version" || args[0] == "-version":
+		fmt.Fprintln(stdout, version.String())
 		return builder.ExitOK
 	default:
 		err = builder.Invalid("unknown command %q: want render, generate or template", args[0])

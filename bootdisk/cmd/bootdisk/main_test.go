@@ -27,6 +27,7 @@ import (
 
 	"github.com/dockerios/dockerios/bootdisk/internal/builder"
 	"github.com/dockerios/dockerios/pkg/identity"
+	"github.com/dockerios/dockerios/pkg/version/versiontest"
 	"howett.net/plist"
 )
 
@@ -38,7 +39,8 @@ const goldenCSV = "../../../pkg/bootdisk/testdata/generated-identities.csv"
 
 var binary string
 
-// TestMain builds the real command once. The image tools are required: a
+// TestMain builds the real command once, stamped with a known version as
+// hack/version.sh stamps a release. The image tools are required: a
 // missing one fails the run, naming the Debian package to install.
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -52,7 +54,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "bootdisk")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-ldflags", versiontest.LDFlags(versiontest.Stamp), "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building bootdisk: %v\n%s", err, out)
 		os.Exit(1)
 	}
@@ -845,4 +847,15 @@ func mustRead(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// --version prints the version the build stamped and exits 0, wherever it
+// stands and with nothing else given: no identity, no output volume.
+func TestVersionFlag_PrintsTheStampedVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-version"}} {
+		r := runBinary(t, nil, args...)
+		if r.code != builder.ExitOK || r.stdout != versiontest.Stamp+"\n" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and %q", args, r.code, r.stdout, r.stderr, versiontest.Stamp+"\n")
+		}
+	}
 }

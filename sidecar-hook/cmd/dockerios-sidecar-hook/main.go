@@ -28,8 +28,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
+	"github.com/dockerios/dockerios/pkg/version"
 	"github.com/dockerios/dockerios/sidecar-hook/annotations"
 	"github.com/dockerios/dockerios/sidecar-hook/hook"
 	"github.com/dockerios/dockerios/sidecar-hook/server"
@@ -40,14 +42,20 @@ func main() {
 }
 
 func run(args []string) int {
+	if versionAsked(args) {
+		fmt.Println(version.String())
+		return 0
+	}
 	fs := flag.NewFlagSet("dockerios-sidecar-hook", flag.ContinueOnError)
 	socketDir := fs.String("socket-dir", annotations.HookSocketsDir,
 		"directory to create the hook socket ("+annotations.SocketName+") in; KubeVirt mounts this sidecar's share of the pod's hook sockets there")
 	oskFile := fs.String("osk-file", annotations.DefaultOSKFile,
 		"file holding Apple's 64-character SMC key (OSK), read on every call that needs it")
-	// KubeVirt's own sidecar images take --version; accept and ignore it so
-	// a hookSidecars entry copied from KubeVirt's docs does not crash us.
-	_ = fs.String("version", "", "ignored; every supported protocol version is served")
+	// KubeVirt's own sidecar images take --version VERSION (the hook
+	// protocol's); accept and ignore it so a hookSidecars entry copied from
+	// KubeVirt's docs does not crash us. A bare --version is ours
+	// (versionAsked).
+	_ = fs.String("version", "", "alone: print the version and exit; with a value (KubeVirt's hook protocol version): ignored, every supported protocol version is served")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -83,4 +91,22 @@ func run(args []string) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// versionAsked says whether args ask for this binary's version: a bare
+// --version, last or followed by another flag. --version VALUE and
+// --version=VALUE are KubeVirt's hook protocol version, which its example
+// sidecars take and a hookSidecars entry may pass on; they are not.
+func versionAsked(args []string) bool {
+	for i, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--version" || a == "-version" {
+			if i+1 == len(args) || strings.HasPrefix(args[i+1], "-") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -22,6 +22,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 
@@ -37,6 +38,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dockeriov1alpha1 "github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/version"
 
 	"github.com/dockerios/dockerios/examples/gitlab-runner/api/v1alpha1"
 	"github.com/dockerios/dockerios/examples/gitlab-runner/internal/controller"
@@ -56,9 +58,14 @@ func main() {
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "the Lease's namespace (default: the pod's)")
 	flag.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces to watch (default: all); with it, namespaced RBAC is enough")
 	flag.IntVar(&parallel, "parallel-provisioning", 16, "machines provisioned at once")
+	showVersion := flag.Bool("version", false, "print the version (DockerIOS's, which this example is built from) and exit")
 	zopts := zap.Options{}
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version.String())
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
 	log := ctrl.Log.WithName("setup")
 
