@@ -127,6 +127,7 @@ bootdisk_image() {
   rootfs="${work}/bootdisk-rootfs-${key}.tar"
   if [[ -n "${NO_CACHE:-}" || ! -f "${rootfs}" ]]; then
     echo "rootfs  ${DEBIAN_SUITE}: ${DEBIAN_PACKAGES} (mmdebstrap) ..."
+    rm -f "${work}"/bootdisk-rootfs-*.tar # another commit's
     SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" mmdebstrap --quiet --variant=extract \
       --include="${DEBIAN_PACKAGES}" --mode=root "${DEBIAN_SUITE}" "${rootfs%.tar}.tmp.tar" "${sources}"
     mv -f "${rootfs%.tar}.tmp.tar" "${rootfs}"
