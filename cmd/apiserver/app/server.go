@@ -20,7 +20,9 @@ limitations under the License.
 //
 //   - behind kube-apiserver (the default): an aggregated API server with
 //     delegated authentication and authorization (the usual
-//     RecommendedOptions), reached through an APIService;
+//     RecommendedOptions), reached through an APIService; with
+//     --cert-secret it makes its own serving certificate in a Secret and
+//     writes the CA into the APIService (pkg/selfcert);
 //   - --local: a standalone development server on 127.0.0.1 that makes its
 //     own CA, serving certificate and admin client certificate, writes a
 //     kubeconfig, and needs nothing else installed.
@@ -66,6 +68,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/embeddedetcd"
 	generatedopenapi "github.com/dockerios/dockerios/pkg/generated/openapi"
 	"github.com/dockerios/dockerios/pkg/localpki"
+	"github.com/dockerios/dockerios/pkg/selfcert"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 	"github.com/dockerios/dockerios/pkg/version"
 )
@@ -95,8 +98,20 @@ type Options struct {
 	// IdentityRepairInterval is how often the identity ledger is audited.
 	IdentityRepairInterval time.Duration
 	// ServingCertHosts are DNS names the self-signed serving certificate is
-	// valid for besides localhost, such as the Service the APIService names.
+	// valid for besides localhost, such as the Service the APIService names;
+	// with CertSecret, names the certificate covers besides the Service's.
 	ServingCertHosts []string
+	// CertSecret (NAMESPACE/NAME), when set, holds the serving CA and
+	// certificate, made and renewed by the server itself (pkg/selfcert).
+	CertSecret string
+	// Service (NAMESPACE/NAME) is the Service the APIServices route to:
+	// with CertSecret, the serving certificate covers its DNS names.
+	Service string
+	// APIServices get the CertSecret's CA in their caBundle.
+	APIServices []string
+
+	// selfCert keeps CertSecret once Config has made it; Run starts it.
+	selfCert *selfcert.Manager
 
 	Out, ErrOut io.Writer
 }
@@ -107,6 +122,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		RecommendedOptions:     genericoptions.NewRecommendedOptions(EtcdPrefix, scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
 		DataDir:                DefaultDataDir,
 		IdentityRepairInterval: apiserver.DefaultIdentityRepairInterval,
+		Service:                "dockerios-system/dockerios-apiserver",
 		Out:                    out,
 		ErrOut:                 errOut,
 	}
@@ -152,7 +168,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.RecommendedOptions.AddFlags(fs)
 	fs.BoolVar(&o.Local, "local", o.Local, "Run standalone on 127.0.0.1 for development: make a CA, serving and admin certificates and an admin kubeconfig in --data-dir; no kube-apiserver is needed.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the embedded etcd (used when --etcd-servers is empty) and for --local's certificates and kubeconfig.")
-	fs.StringSliceVar(&o.ServingCertHosts, "serving-cert-hosts", o.ServingCertHosts, "DNS names the self-signed serving certificate (made when no --tls-cert-file is given) is valid for besides localhost, such as dockerios-apiserver.dockerios-system.svc, the name kube-apiserver's aggregator dials.")
+	fs.StringSliceVar(&o.ServingCertHosts, "serving-cert-hosts", o.ServingCertHosts, "DNS names the self-signed serving certificate (made when no --tls-cert-file is given) is valid for besides localhost, such as dockerios-apiserver.dockerios-system.svc, the name kube-apiserver's aggregator dials. With --cert-secret, names (or IP addresses) its certificate covers besides --service's.")
+	fs.StringVar(&o.CertSecret, "cert-secret", o.CertSecret, "NAMESPACE/NAME of a kubernetes.io/tls Secret in which the server keeps a CA and its serving certificate, creating it if absent and renewing the certificate at two thirds of its one-year life, shared by every replica; the key pair is served from memory and follows the Secret without a restart. Replaces --tls-cert-file and --cert-dir; needs kube-apiserver (--kubeconfig or in-cluster).")
+	fs.StringVar(&o.Service, "service", o.Service, "NAMESPACE/NAME of the Service the APIServices route to; with --cert-secret, the serving certificate covers NAME.NAMESPACE.svc (the name kube-apiserver's aggregator checks) and NAME.NAMESPACE.svc.cluster.local.")
+	fs.StringSliceVar(&o.APIServices, "apiservice", o.APIServices, "APIService (e.g. v1alpha1.dockerios.io) whose spec.caBundle the server keeps equal to --cert-secret's CA; repeatable.")
 	fs.DurationVar(&o.IdentityRepairInterval, "identity-repair-interval", o.IdentityRepairInterval, "How often the identity ledger is audited against the identities and machines, and drift repaired (also once at start).")
 }
 
@@ -189,6 +208,7 @@ func (o *Options) Validate() error {
 	if o.IdentityRepairInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--identity-repair-interval must be positive, not %s", o.IdentityRepairInterval))
 	}
+	errs = append(errs, o.validateCertSecret()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -210,6 +230,8 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			return nil, fmt.Errorf("preparing local certificates: %w", err)
 		}
 		o.RecommendedOptions.SecureServing.ServerCert.CertKey = genericoptions.CertKey{CertFile: bundle.ServingCert, KeyFile: bundle.ServingKey}
+	} else if o.CertSecret != "" {
+		// Served from the Secret below; nothing is written to --cert-dir.
 	} else if err := o.RecommendedOptions.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", o.ServingCertHosts, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
@@ -245,6 +267,11 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	cfg.Authentication.Authenticator = authn.FrontProxyChains(cfg.Authentication.RequestHeaderConfig, cfg.Authentication.Authenticator)
 	if cfg.Authorization.Authorizer != nil {
 		cfg.Authorization.Authorizer = authz.Coalesce(cfg.Authorization.Authorizer)
+	}
+	if o.CertSecret != "" {
+		if err := o.configSelfCert(cfg); err != nil {
+			return nil, err
+		}
 	}
 	return &apiserver.Config{GenericConfig: cfg, IdentityRepairInterval: o.IdentityRepairInterval}, nil
 }
@@ -300,6 +327,14 @@ func (o *Options) Run(ctx context.Context) error {
 	config, err := o.Config()
 	if err != nil {
 		return err
+	}
+	if o.selfCert != nil {
+		// Serve nothing until there is a certificate to serve with; the
+		// APIService's caBundle follows in the background if its
+		// injection fails now.
+		if err := o.selfCert.Start(ctx); err != nil {
+			return err
+		}
 	}
 	server, err := config.Complete().New()
 	if err != nil {
