@@ -39,6 +39,14 @@ type Options struct {
 	// kubernetes.io/tls Secret mounted as a volume. The files are re-read
 	// when they change, so a rotated Secret needs no restart.
 	WebhookCertDir string
+	// WebhookCertSecret (NAMESPACE/NAME), instead of WebhookCertDir, is a
+	// kubernetes.io/tls Secret in which the controller keeps the webhook's
+	// CA and serving certificate itself (pkg/selfcert), for installs with
+	// no cert-manager. WebhookService names the Service the certificate
+	// is for; WebhookConfiguration, if set, gets the CA in its caBundle.
+	WebhookCertSecret    string
+	WebhookService       string
+	WebhookConfiguration string
 	// HealthBindAddress serves /healthz and /readyz over plain HTTP for
 	// the kubelet's probes.
 	HealthBindAddress string
@@ -85,6 +93,7 @@ func NewOptions() *Options {
 	return &Options{
 		WebhookBindAddress: ":9443",
 		WebhookCertDir:     "/var/run/dockerios/webhook-tls",
+		WebhookService:     "dockerios-system/dockerios-controller",
 		HealthBindAddress:  ":8081",
 		LogLevel:           "info",
 
@@ -110,6 +119,12 @@ func (o *Options) Parse(args []string) error {
 		"host:port serving the virt-launcher pod webhook over TLS; empty turns it off")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir,
 		"directory with tls.crt and tls.key for the webhook (a mounted kubernetes.io/tls Secret); re-read when they change")
+	fs.StringVar(&o.WebhookCertSecret, "webhook-cert-secret", o.WebhookCertSecret,
+		"NAMESPACE/NAME of a kubernetes.io/tls Secret in which the controller keeps the webhook's CA and serving certificate itself (created if absent, renewed at two thirds of its one-year life, shared by all replicas); instead of --webhook-cert-dir")
+	fs.StringVar(&o.WebhookService, "webhook-service", o.WebhookService,
+		"NAMESPACE/NAME of the webhook's Service; with --webhook-cert-secret the certificate covers NAME.NAMESPACE.svc, the name kube-apiserver checks, and NAME.NAMESPACE.svc.cluster.local")
+	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", o.WebhookConfiguration,
+		"MutatingWebhookConfiguration whose webhooks' caBundle the controller keeps equal to --webhook-cert-secret's CA; empty injects nothing")
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress,
 		"host:port serving /healthz and /readyz over HTTP")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
@@ -151,6 +166,11 @@ func (o *Options) Parse(args []string) error {
 			o.HookSidecarImage = ""
 		}
 	}
+	// --webhook-cert-dir has a default: naming a Secret replaces it,
+	// unless the directory was asked for as well.
+	if o.WebhookCertSecret != "" && !fs.Changed("webhook-cert-dir") {
+		o.WebhookCertDir = ""
+	}
 	return o.Validate()
 }
 
@@ -160,9 +180,7 @@ func (o *Options) Validate() error {
 	if o.HealthBindAddress == "" {
 		errs = append(errs, errors.New("--health-bind-address: required (the kubelet probes it)"))
 	}
-	if o.WebhookBindAddress != "" && o.WebhookCertDir == "" {
-		errs = append(errs, errors.New("--webhook-cert-dir: required while --webhook-bind-address is set"))
-	}
+	errs = append(errs, o.validateWebhookCerts()...)
 	if o.Reconcile {
 		errs = append(errs, o.validateImages()...)
 		if o.OSKSecretName == "" {

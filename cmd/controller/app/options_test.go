@@ -36,6 +36,12 @@ func TestOptions_Parse(t *testing.T) {
 		{"every problem at once", []string{"--health-bind-address=", "--log-level=loud"}, "--health-bind-address: required (the kubelet probes it)\n--log-level"},
 		{"stray argument", []string{"serve"}, `unexpected arguments ["serve"]`},
 		{"one agent prober", []string{"--agent-probe-workers=1"}, "--agent-probe-workers: must be at least 2"},
+		{"a Secret the controller keeps replaces the default directory", []string{"--webhook-cert-secret=dockerios-system/dockerios-controller-webhook-tls", "--webhook-configuration=dockerios-launcher-pods"}, ""},
+		{"a Secret and a directory both asked for", []string{"--webhook-cert-secret=dockerios-system/webhook-tls", "--webhook-cert-dir=/tls"}, "--webhook-cert-dir and --webhook-cert-secret are mutually exclusive"},
+		{"a Secret without its namespace", []string{"--webhook-cert-secret=webhook-tls"}, `--webhook-cert-secret: "webhook-tls" is not NAMESPACE/NAME`},
+		{"a Service without its namespace", []string{"--webhook-cert-secret=ns/webhook-tls", "--webhook-service=dockerios-controller"}, `--webhook-service: "dockerios-controller" is not NAMESPACE/NAME`},
+		{"injecting a CA the controller does not keep", []string{"--webhook-configuration=dockerios-launcher-pods"}, "--webhook-configuration: needs --webhook-cert-secret"},
+		{"a Secret for a webhook that is off", []string{"--webhook-bind-address=", "--webhook-cert-secret=ns/webhook-tls"}, "--webhook-cert-secret: needs --webhook-bind-address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := NewOptions().Parse(tc.args)

@@ -48,13 +48,15 @@ func Run(ctx context.Context, o *Options, logOut io.Writer) error {
 	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
 
 	var ready atomic.Bool
+	// haveCert says whether the webhook has a key pair to serve with.
+	haveCert := func() bool { return true }
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	health.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
+		if !ready.Load() || !haveCert() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
@@ -63,11 +65,11 @@ func Run(ctx context.Context, o *Options, logOut io.Writer) error {
 	servers := []*server{{name: "health", addr: o.HealthBindAddress, handler: health}}
 
 	if o.WebhookBindAddress != "" {
-		certs, err := dynamiccertificates.NewDynamicServingContentFromFiles("webhook-serving", o.certFile(), o.keyFile())
+		certs, err := webhookCerts(ctx, o, log)
 		if err != nil {
-			return fmt.Errorf("webhook serving certificate: %w", err)
+			return err
 		}
-		go certs.Run(ctx, 1)
+		haveCert = func() bool { cert, _ := certs.CurrentCertKeyContent(); return len(cert) > 0 }
 		mux := http.NewServeMux()
 		mux.Handle(launcherwebhook.Path, launcherwebhook.Handler{Log: log.With("component", "launcher-pod-webhook")})
 		servers = append(servers, &server{name: "webhook", addr: o.WebhookBindAddress, handler: mux,
