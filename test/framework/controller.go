@@ -50,6 +50,23 @@ type Controller struct {
 // controller. It stops when the test ends.
 func (cp *ControlPlane) StartController(t TB, extraArgs ...string) *Controller {
 	t.Helper()
+	return cp.startController(t, false, "", extraArgs)
+}
+
+// StartControllerSelfCert is StartController as a plain install of
+// artifacts/deploy runs the webhook: its MutatingWebhookConfiguration
+// keeps the empty caBundle, and the controller, started with extraArgs
+// (its --webhook-cert-secret and --webhook-configuration) instead of a
+// certificate directory, must make its serving certificate and fill the
+// caBundle itself. manifests (the RBAC those flags need) are applied
+// first.
+func (cp *ControlPlane) StartControllerSelfCert(t TB, manifests string, extraArgs ...string) *Controller {
+	t.Helper()
+	return cp.startController(t, true, manifests, extraArgs)
+}
+
+func (cp *ControlPlane) startController(t TB, selfCert bool, manifests string, extraArgs []string) *Controller {
+	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +89,36 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest := strings.Replace(string(config), `caBundle: ""`, "caBundle: "+base64.StdEncoding.EncodeToString(cp.servingCA.CertPEM()), 1)
+	manifest := string(config)
+	if !selfCert {
+		manifest = strings.Replace(manifest, `caBundle: ""`, "caBundle: "+base64.StdEncoding.EncodeToString(cp.servingCA.CertPEM()), 1)
+	}
 	manifest = strings.Replace(manifest, "      port: 443", fmt.Sprintf("      port: %d", webhookPort), 1)
 	k.MustRun(t, manifest, "apply", "-f", "-")
+	args := []string{
+		fmt.Sprintf("--health-bind-address=127.0.0.1:%d", healthPort),
+		fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", webhookPort),
+		"--kubeconfig=" + cp.serviceAccountKubeconfig(t, "dockerios-controller"),
+		"--leader-election-namespace=" + SystemNamespace,
+		"--bootdisk-image=registry.test/dockerios-bootdisk:test",
+		"--hook-sidecar-image=registry.test/dockerios-sidecar-hook:test",
+		"--vm-termination-grace-period=5s",
+		"--log-level=debug",
+	}
+	if selfCert {
+		k.MustRun(t, manifests, "apply", "-f", "-")
+	} else {
+		args = append(args, "--webhook-cert-dir="+cp.controllerCertDir(t))
+	}
+	c := &Controller{cp: cp, HealthURL: fmt.Sprintf("http://127.0.0.1:%d", healthPort), args: append(args, extraArgs...)}
+	c.Start(t)
+	return c
+}
 
+// controllerCertDir writes the webhook's serving certificate from the
+// test serving CA, as a mounted kubernetes.io/tls Secret has it.
+func (cp *ControlPlane) controllerCertDir(t TB) string {
+	t.Helper()
 	// kube-apiserver checks the webhook's certificate against the
 	// Service's DNS name, whatever address it dials.
 	certDir := filepath.Join(cp.Dir, "controller-webhook-tls")
@@ -92,19 +135,7 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	c := &Controller{cp: cp, HealthURL: fmt.Sprintf("http://127.0.0.1:%d", healthPort), args: append([]string{
-		fmt.Sprintf("--health-bind-address=127.0.0.1:%d", healthPort),
-		fmt.Sprintf("--webhook-bind-address=127.0.0.1:%d", webhookPort),
-		"--webhook-cert-dir=" + certDir,
-		"--kubeconfig=" + cp.serviceAccountKubeconfig(t, "dockerios-controller"),
-		"--leader-election-namespace=" + SystemNamespace,
-		"--bootdisk-image=registry.test/dockerios-bootdisk:test",
-		"--hook-sidecar-image=registry.test/dockerios-sidecar-hook:test",
-		"--vm-termination-grace-period=5s",
-		"--log-level=debug",
-	}, extraArgs...)}
-	c.Start(t)
-	return c
+	return certDir
 }
 
 // Start starts the controller (again) and waits until it is ready.

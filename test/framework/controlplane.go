@@ -75,6 +75,9 @@ type ControlPlane struct {
 	processes                         []*process
 	dockerIOS                         *process
 	dockerIOSArgs                     []string
+	// selfCert leaves the DockerIOS serving certificate and the
+	// APIService's caBundle to the DockerIOS apiserver.
+	selfCert bool
 }
 
 // binaryFromEnv returns the control-plane binary env names, failing the
@@ -100,6 +103,37 @@ func binaryFromEnv(t TB, env, name string) string {
 // the test ends.
 func StartControlPlane(t TB) *ControlPlane {
 	t.Helper()
+	cp := StartKubeAPIServer(t)
+	cp.startKubeControllerManager(t)
+	cp.registerDockerIOS(t)
+	cp.startDockerIOS(t)
+	cp.waitAPIServiceAvailable(t, 2*time.Minute)
+	return cp
+}
+
+// StartControlPlaneSelfCert is StartControlPlane as a plain install of
+// artifacts/deploy runs it: the APIService keeps its empty caBundle, and
+// the DockerIOS apiserver, started with extraArgs (its --cert-secret and
+// --apiservice), must make its serving certificate and fill the caBundle
+// itself before dockerios.io is served. manifests (the RBAC those flags
+// need) are applied first.
+func StartControlPlaneSelfCert(t TB, manifests string, extraArgs ...string) *ControlPlane {
+	t.Helper()
+	cp := StartKubeAPIServer(t)
+	cp.selfCert = true
+	cp.registerDockerIOS(t)
+	NewKubectl(t, cp.AdminKubeconfig).MustRun(t, manifests, "apply", "-f", "-")
+	cp.dockerIOSArgs = append(cp.dockerIOSArgs, extraArgs...)
+	cp.startDockerIOS(t)
+	cp.waitAPIServiceAvailable(t, 2*time.Minute)
+	return cp
+}
+
+// StartKubeAPIServer starts etcd and kube-apiserver alone, with RBAC and
+// the aggregation layer, for tests of what needs only kube-apiserver.
+// Everything stops when the test ends.
+func StartKubeAPIServer(t TB) *ControlPlane {
+	t.Helper()
 	cp := &ControlPlane{Dir: t.TempDir()}
 	t.Cleanup(func() { cp.stopAll(t) })
 	now := time.Now()
@@ -117,10 +151,6 @@ func StartControlPlane(t TB) *ControlPlane {
 	cp.startEtcd(t)
 	cp.startKubeAPIServer(t)
 	cp.AdminKubeconfig = cp.UserKubeconfig(t, "admin", "system:masters")
-	cp.startKubeControllerManager(t)
-	cp.registerDockerIOS(t)
-	cp.startDockerIOS(t)
-	cp.waitAPIServiceAvailable(t, 2*time.Minute)
 	return cp
 }
 
@@ -241,21 +271,26 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest := strings.Replace(string(apiservice), `caBundle: ""`, "caBundle: "+base64.StdEncoding.EncodeToString(cp.servingCA.CertPEM()), 1)
+	manifest := string(apiservice)
+	if !cp.selfCert {
+		manifest = strings.Replace(manifest, `caBundle: ""`, "caBundle: "+base64.StdEncoding.EncodeToString(cp.servingCA.CertPEM()), 1)
+	}
 	manifest = strings.Replace(manifest, "    port: 443", fmt.Sprintf("    port: %d", port), 1)
 	k.MustRun(t, manifest, "apply", "-f", "-")
 
 	// The apiserver's own kubeconfig: its service account's token, as it
 	// has in a pod, for delegated authentication and authorization.
 	path := cp.serviceAccountKubeconfig(t, "dockerios-apiserver")
-	servingCert, servingKey := cp.issueServing(t, cp.servingCA, "dockerios-apiserver",
-		[]string{ServiceName + "." + SystemNamespace + ".svc", "localhost", "127.0.0.1"})
 	cp.dockerIOSArgs = []string{
 		"--etcd-servers=" + cp.EtcdURL,
 		"--data-dir=" + filepath.Join(cp.Dir, "dockerios"),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--tls-cert-file=" + servingCert, "--tls-private-key-file=" + servingKey,
 		"--authentication-kubeconfig=" + path, "--authorization-kubeconfig=" + path, "--kubeconfig=" + path,
+	}
+	if !cp.selfCert {
+		servingCert, servingKey := cp.issueServing(t, cp.servingCA, "dockerios-apiserver",
+			[]string{ServiceName + "." + SystemNamespace + ".svc", "localhost", "127.0.0.1"})
+		cp.dockerIOSArgs = append(cp.dockerIOSArgs, "--tls-cert-file="+servingCert, "--tls-private-key-file="+servingKey)
 	}
 }
 
@@ -277,6 +312,17 @@ func (cp *ControlPlane) serviceAccountKubeconfig(t TB, name string) string {
 	}
 	return path
 }
+
+// ServiceAccountKubeconfig writes a kubeconfig authenticating as the
+// ServiceAccount name of the DockerIOS namespace, as a pod of it would,
+// and returns its path. The ServiceAccount must exist.
+func (cp *ControlPlane) ServiceAccountKubeconfig(t TB, name string) string {
+	t.Helper()
+	return cp.serviceAccountKubeconfig(t, name)
+}
+
+// DockerIOSOutput is what the DockerIOS apiserver has logged.
+func (cp *ControlPlane) DockerIOSOutput() string { return cp.dockerIOS.output.String() }
 
 // startDockerIOS starts (or restarts) the DockerIOS apiserver.
 func (cp *ControlPlane) startDockerIOS(t TB) {
@@ -360,7 +406,8 @@ func (cp *ControlPlane) PIDs() map[string]int {
 }
 
 // DockerIOSServingCA is the CA of the DockerIOS apiserver's serving
-// certificate, for tests that call it directly.
+// certificate, for tests that call it directly (not under
+// StartControlPlaneSelfCert, where the APIService's caBundle has it).
 func (cp *ControlPlane) DockerIOSServingCA() []byte { return cp.servingCA.CertPEM() }
 
 // FrontProxyClient returns a client certificate signed by the front-proxy
