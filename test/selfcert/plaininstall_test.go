@@ -36,21 +36,18 @@ import (
 )
 
 // A plain install: the APIService and the MutatingWebhookConfiguration
-// exactly as artifacts/deploy ships them, with empty caBundles, the RBAC of
-// testdata/, and both components started with the flags that make them
+// exactly as artifacts/deploy ships them, with no caBundle, the RBAC of
+// artifacts/deploy/12-certificates.yaml, and both components started with the flags that make them
 // keep their own certificates. Nobody hands them a certificate or a CA:
 // dockerios.io must become Available through kube-apiserver's aggregator,
 // and kube-apiserver must call the launcher pod webhook.
 func TestPlainInstall_APIServiceAndWebhookWorkWithTheBundlesTheComponentsInject(t *testing.T) {
-	rbac := func(name string) string {
-		data, err := os.ReadFile(filepath.Join("testdata", name))
-		require.NoError(t, err)
-		return string(data)
-	}
+	rbac, err := os.ReadFile(filepath.Join(moduleRoot(t), "artifacts", "deploy", "12-certificates.yaml"))
+	require.NoError(t, err)
 
 	// StartControlPlaneSelfCert waits until kubectl reaches dockerios.io
 	// through the aggregator, which trusts the caBundle alone.
-	cp := framework.StartControlPlaneSelfCert(t, rbac("apiserver-rbac.yaml"),
+	cp := framework.StartControlPlaneSelfCert(t, string(rbac),
 		"--cert-secret=dockerios-system/dockerios-apiserver-tls",
 		"--service=dockerios-system/dockerios-apiserver",
 		"--apiservice=v1alpha1.dockerios.io")
@@ -96,7 +93,7 @@ func TestPlainInstall_APIServiceAndWebhookWorkWithTheBundlesTheComponentsInject(
 	t.Run("LauncherWebhookCalled", func(t *testing.T) {
 		// StartControllerSelfCert waits for /readyz, which waits for the
 		// webhook's key pair.
-		cp.StartControllerSelfCert(t, rbac("controller-rbac.yaml"), "--reconcile=false",
+		cp.StartControllerSelfCert(t, string(rbac), "--reconcile=false",
 			"--webhook-cert-secret=dockerios-system/dockerios-controller-webhook-tls",
 			"--webhook-service=dockerios-system/dockerios-controller",
 			"--webhook-configuration=dockerios-launcher-pods")

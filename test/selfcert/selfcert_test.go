@@ -15,7 +15,7 @@ limitations under the License.
 */
 
 // Package selfcert proves pkg/selfcert against a real kube-apiserver, with
-// the RBAC of testdata/ (what the deploy manifests must grant) and the
+// the RBAC of artifacts/deploy/12-certificates.yaml and the
 // registration objects of artifacts/deploy as they are shipped, empty
 // caBundle and all: replicas agree on one Secret, the bundles are
 // injected and verify what is served, a certificate due for renewal is
@@ -93,9 +93,7 @@ func TestSelfCert(t *testing.T) {
 		k.MustRun(t, "", "apply", "-f", filepath.Join(deploy, f))
 	}
 	k.MustRun(t, "", "create", "serviceaccount", "dockerios-controller", "-n", namespace)
-	for _, f := range []string{"apiserver-rbac.yaml", "controller-rbac.yaml"} {
-		k.MustRun(t, "", "apply", "-f", filepath.Join("testdata", f))
-	}
+	k.MustRun(t, "", "apply", "-f", filepath.Join(deploy, "12-certificates.yaml"))
 	e := &env{}
 	e.apiserverSA = e.writes.wrap(framework.RESTConfig(t, cp.ServiceAccountKubeconfig(t, "dockerios-apiserver")))
 	e.controllerSA = e.writes.wrap(framework.RESTConfig(t, cp.ServiceAccountKubeconfig(t, "dockerios-controller")))
