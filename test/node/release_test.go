@@ -193,7 +193,7 @@ func TestRelease(t *testing.T) {
 	t.Logf("release %s installed and serving in %s", first.Version, time.Since(start).Round(time.Second))
 
 	t.Run("pods run restricted, from the release's images", func(t *testing.T) { checkPods(t, c, kube, first) })
-	t.Run("the API is served through the aggregation layer", func(t *testing.T) { checkAPI(t, c) })
+	t.Run("the API is served through the aggregation layer", func(t *testing.T) { checkAPI(t, c, first.Version) })
 	t.Run("the controller is leader-elected and its webhook answers kube-apiserver", func(t *testing.T) { checkController(t, c, kube) })
 	fleet := startFleet(t, c, kube, 4, 6)
 	if !t.Run("a pool fills, a claim is bound, the bootdisk Job runs for real", func(t *testing.T) { checkFleet(t, fleet, first) }) {
@@ -256,11 +256,26 @@ spec:
 `, "create", "--dry-run=server", "-o", "json", "-f", "-")
 	var pod corev1.Pod
 	require.NoError(t, json.Unmarshal([]byte(out), &pod))
-	require.Len(t, pod.Spec.Volumes, 2, "the webhook added the OSK volume")
-	require.NotNil(t, pod.Spec.Volumes[1].Secret)
-	assert.Equal(t, "dockerios-osk", pod.Spec.Volumes[1].Secret.SecretName)
-	assert.Len(t, pod.Spec.Containers[0].VolumeMounts, 1, "the compute container does not see the key")
-	assert.Len(t, pod.Spec.Containers[1].VolumeMounts, 2, "the hook sidecar mounts the key")
+	var osk *corev1.Volume
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == "dockerios-osk" {
+			osk = &pod.Spec.Volumes[i]
+		}
+	}
+	require.NotNil(t, osk, "the webhook added the OSK volume: %+v", pod.Spec.Volumes)
+	require.NotNil(t, osk.Secret)
+	assert.Equal(t, "dockerios-osk", osk.Secret.SecretName)
+	mounts := func(c corev1.Container) []string {
+		var out []string
+		for _, m := range c.VolumeMounts {
+			if m.Name == osk.Name {
+				out = append(out, m.MountPath)
+			}
+		}
+		return out
+	}
+	assert.Empty(t, mounts(pod.Spec.Containers[0]), "the compute container does not see the key")
+	assert.Equal(t, []string{"/var/run/dockerios/osk"}, mounts(pod.Spec.Containers[1]), "the hook sidecar mounts the key where its --osk-file reads it")
 }
 
 func ptrValue(s *string) string {
@@ -333,7 +348,7 @@ func podReady(p *corev1.Pod) bool {
 // checkAPI: the APIService is Available and kubectl's reads of machines
 // and claims are answered by the apiserver pod through kube-apiserver's
 // aggregation layer.
-func checkAPI(t *testing.T, c *Cluster) {
+func checkAPI(t *testing.T, c *Cluster, version string) {
 	out := c.Kubectl.MustRun(t, "", "get", "apiservice", "v1alpha1.dockerios.io", "-o", "json")
 	var svc struct {
 		Spec struct {
@@ -345,6 +360,7 @@ func checkAPI(t *testing.T, c *Cluster) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &svc))
 	assert.NotEmpty(t, svc.Spec.CABundle, "the apiserver filled its APIService's caBundle")
+	assert.Equal(t, version, servedVersion(t, c), "the apiserver's /version is the release's")
 	r := c.Kubectl.Run("", "get", "mm,mmclaim", "-A")
 	require.NoError(t, r.Err, r.Stderr)
 	assert.Contains(t, r.Stderr, "No resources found")
@@ -354,4 +370,24 @@ func checkAPI(t *testing.T, c *Cluster) {
 		}
 		return ""
 	})
+}
+
+// servedVersion is the gitVersion the apiserver pod's /version answers,
+// asked through kube-apiserver's Service proxy.
+func servedVersion(t *testing.T, c *Cluster) string {
+	t.Helper()
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	var out string
+	framework.Eventually(t, time.Minute, func() string {
+		r := c.Kubectl.Run("", "get", "--raw", "/api/v1/namespaces/"+systemNamespace+"/services/https:dockerios-apiserver:443/proxy/version")
+		if r.Err != nil {
+			return "GET /version: " + r.Stderr
+		}
+		out = r.Stdout
+		return ""
+	})
+	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+	return v.GitVersion
 }
