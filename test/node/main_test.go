@@ -72,7 +72,7 @@ func TestMain(m *testing.M) {
 // outside checks the prerequisites, runs the test binary again inside the
 // node's namespaces, and removes what only the outside can: the cgroups
 // and the working directory.
-func outside(m *testing.M) int {
+func outside(m *testing.M) (code int) {
 	if skipReason = prerequisites(); skipReason != "" {
 		if os.Getenv(RequireEnv) == "1" {
 			fmt.Fprintf(os.Stderr, "node test: %s (%s=1)\n", skipReason, RequireEnv)
@@ -86,9 +86,21 @@ func outside(m *testing.M) int {
 		return 1
 	}
 	cgroup := filepath.Base(dir)
+	hostSysctls, err := readSysctls()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	defer func() {
+		// What the node must leave as it found it, checked whether the
+		// tests passed or not.
 		if err := removeCgroups(cgroup); err != nil {
 			fmt.Fprintf(os.Stderr, "node test: %v\n", err)
+			code = 1
+		}
+		if now, err := readSysctls(); err != nil || now != hostSysctls {
+			fmt.Fprintf(os.Stderr, "node test: the host's kernel settings changed:\n%s\nwere:\n%s\n%v\n", now, hostSysctls, err)
+			code = 1
 		}
 		_ = os.RemoveAll(dir)
 	}()
@@ -106,6 +118,20 @@ func outside(m *testing.M) int {
 		return 1
 	}
 	return 0
+}
+
+// readSysctls reads the kernel settings kubelet would write, as the host
+// has them.
+func readSysctls() (string, error) {
+	var b strings.Builder
+	for _, s := range shieldedSysctls {
+		v, err := os.ReadFile("/proc/sys/" + s)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "%s=%s", s, v)
+	}
+	return b.String(), nil
 }
 
 // prerequisites says what this machine lacks to run a node ("" if
