@@ -55,7 +55,7 @@ func (cp *ControlPlane) StartController(t TB, extraArgs ...string) *Controller {
 
 // StartControllerSelfCert is StartController as a plain install of
 // artifacts/deploy runs the webhook: its MutatingWebhookConfiguration
-// keeps the empty caBundle, and the controller, started with extraArgs
+// has no caBundle, and the controller, started with extraArgs
 // (its --webhook-cert-secret and --webhook-configuration) instead of a
 // certificate directory, must make its serving certificate and fill the
 // caBundle itself. manifests (the RBAC those flags need) are applied
@@ -91,7 +91,7 @@ spec:
 	}
 	manifest := string(config)
 	if !selfCert {
-		manifest = strings.Replace(manifest, `caBundle: ""`, "caBundle: "+base64.StdEncoding.EncodeToString(cp.servingCA.CertPEM()), 1)
+		manifest = withField(t, manifest, "    service:", "    caBundle: "+base64.StdEncoding.EncodeToString(cp.servingCA.CertPEM()))
 	}
 	manifest = strings.Replace(manifest, "      port: 443", fmt.Sprintf("      port: %d", webhookPort), 1)
 	k.MustRun(t, manifest, "apply", "-f", "-")

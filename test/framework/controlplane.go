@@ -112,7 +112,7 @@ func StartControlPlane(t TB) *ControlPlane {
 }
 
 // StartControlPlaneSelfCert is StartControlPlane as a plain install of
-// artifacts/deploy runs it: the APIService keeps its empty caBundle, and
+// artifacts/deploy runs it: the APIService has no caBundle, and
 // the DockerIOS apiserver, started with extraArgs (its --cert-secret and
 // --apiservice), must make its serving certificate and fill the caBundle
 // itself before dockerios.io is served. manifests (the RBAC those flags
@@ -273,7 +273,10 @@ spec:
 	}
 	manifest := string(apiservice)
 	if !cp.selfCert {
-		manifest = strings.Replace(manifest, `caBundle: ""`, "caBundle: "+base64.StdEncoding.EncodeToString(cp.servingCA.CertPEM()), 1)
+		// The shipped APIService has no caBundle (the apiserver writes
+		// its own); this control plane hands the apiserver a certificate
+		// of the test's CA instead, and the APIService that CA.
+		manifest = withField(t, manifest, "  groupPriorityMinimum:", "  caBundle: "+base64.StdEncoding.EncodeToString(cp.servingCA.CertPEM()))
 	}
 	manifest = strings.Replace(manifest, "    port: 443", fmt.Sprintf("    port: %d", port), 1)
 	k.MustRun(t, manifest, "apply", "-f", "-")
@@ -507,4 +510,15 @@ func tail(s string, lines int) string {
 		parts = parts[len(parts)-lines:]
 	}
 	return strings.Join(parts, "\n")
+}
+
+// withField puts line before the first line starting with anchor, and fails
+// the test if there is none: the manifest it edits has changed shape.
+func withField(t TB, manifest, anchor, line string) string {
+	t.Helper()
+	i := strings.Index(manifest, "\n"+anchor)
+	if i < 0 {
+		t.Fatalf("no %q line in the manifest to put %q before", anchor, line)
+	}
+	return manifest[:i+1] + line + "\n" + manifest[i+1:]
 }
