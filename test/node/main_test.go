@@ -269,6 +269,9 @@ func removeCgroups(name string) error {
 	if err != nil {
 		return err
 	}
+	// runc also makes the containers' cgroups in the hybrid host's cgroup
+	// v2 tree (unified), under the same root name.
+	hierarchies = append(hierarchies, "/sys/fs/cgroup/unified")
 	var left []string
 	for _, h := range hierarchies {
 		root := filepath.Join(h, name)
