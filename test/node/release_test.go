@@ -302,6 +302,7 @@ func checkPods(t *testing.T, c *Cluster, kube kubernetes.Interface, r *Release) 
 		got[app]++
 		assert.Equal(t, corev1.PodRunning, p.Status.Phase, "pod %s", p.Name)
 		assert.True(t, podReady(&p), "pod %s is Ready (its readiness probe passes)", p.Name)
+		assert.Equal(t, "system-cluster-critical", p.Spec.PriorityClassName, "pod %s", p.Name)
 		psc := p.Spec.SecurityContext
 		require.NotNil(t, psc, "pod %s", p.Name)
 		assert.True(t, psc.RunAsNonRoot != nil && *psc.RunAsNonRoot, "pod %s runs as non-root", p.Name)
@@ -316,6 +317,9 @@ func checkPods(t *testing.T, c *Cluster, kube kubernetes.Interface, r *Release) 
 			assert.NotNil(t, ctr.ReadinessProbe, "container %s/%s has a readiness probe", p.Name, ctr.Name)
 			assert.NotNil(t, ctr.LivenessProbe, "container %s/%s has a liveness probe", p.Name, ctr.Name)
 			assert.Equal(t, fmt.Sprintf("%s/%s@%s", retargetRegistry, app, r.digest(t, app)), ctr.Image)
+			assert.False(t, ctr.Resources.Requests.Cpu().IsZero(), "container %s/%s requests CPU", p.Name, ctr.Name)
+			assert.False(t, ctr.Resources.Requests.Memory().IsZero(), "container %s/%s requests memory", p.Name, ctr.Name)
+			assert.False(t, ctr.Resources.Limits.Memory().IsZero(), "container %s/%s has a memory limit", p.Name, ctr.Name)
 		}
 		for _, st := range p.Status.ContainerStatuses {
 			assert.Zero(t, st.RestartCount, "container %s/%s restarted: %+v", p.Name, st.Name, st.LastTerminationState)
@@ -324,8 +328,34 @@ func checkPods(t *testing.T, c *Cluster, kube kubernetes.Interface, r *Release) 
 	}
 	assert.Equal(t, want, got, "DockerIOS's pods by app")
 
-	// Enforced, not merely labelled: a pod that is not restricted is
-	// refused in the namespace.
+	// A drain may take one controller replica at a time.
+	framework.Eventually(t, time.Minute, func() string {
+		pdb, err := kube.PolicyV1().PodDisruptionBudgets(systemNamespace).Get(ctx, "dockerios-controller", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		if pdb.Status.CurrentHealthy != 2 || pdb.Status.DisruptionsAllowed != 1 {
+			return fmt.Sprintf("PodDisruptionBudget dockerios-controller: %d healthy, %d disruptions allowed", pdb.Status.CurrentHealthy, pdb.Status.DisruptionsAllowed)
+		}
+		return ""
+	})
+
+	// Enforced, not merely labelled: each Deployment's own pod template
+	// passes PodSecurity restricted in a server-side dry run, and fails
+	// it with its seccomp profile taken away.
+	for _, name := range []string{"dockerios-apiserver", "dockerios-controller"} {
+		d, err := kube.AppsV1().Deployments(systemNamespace).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-dry-run-", Namespace: systemNamespace}, Spec: d.Spec.Template.Spec}
+		_, err = kube.CoreV1().Pods(systemNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		assert.NoError(t, err, "%s's pod template under PodSecurity restricted", name)
+		pod.Spec.SecurityContext.SeccompProfile = nil
+		_, err = kube.CoreV1().Pods(systemNamespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if assert.Error(t, err, "%s's pod template without its seccomp profile", name) {
+			assert.Contains(t, err.Error(), `violates PodSecurity "restricted:latest"`)
+		}
+	}
+	// And a plain pod is refused.
 	res := c.Kubectl.Run(`apiVersion: v1
 kind: Pod
 metadata: {name: not-restricted, namespace: dockerios-system}
