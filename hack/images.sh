@@ -116,6 +116,8 @@ bootdisk_image() {
   # The userland: the packages' files and their dependencies' (mmdebstrap's
   # extract variant runs no maintainer scripts and installs no dpkg, shell
   # or apt), from the machine's own Debian sources, at the commit's time.
+  # --mode=auto: root mode as root, an unprivileged user namespace
+  # otherwise.
   # Reused while the suite, packages and sources are unchanged (NO_CACHE=1
   # makes it again). mmdebstrap picks its output format from the file's
   # extension: the temporary file must end in .tar too.
@@ -129,7 +131,7 @@ bootdisk_image() {
     echo "rootfs  ${DEBIAN_SUITE}: ${DEBIAN_PACKAGES} (mmdebstrap) ..."
     rm -f "${work}"/bootdisk-rootfs-*.tar # another commit's
     SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH}" mmdebstrap --quiet --variant=extract \
-      --include="${DEBIAN_PACKAGES}" --mode=root "${DEBIAN_SUITE}" "${rootfs%.tar}.tmp.tar" "${sources}"
+      --include="${DEBIAN_PACKAGES}" --mode=auto "${DEBIAN_SUITE}" "${rootfs%.tar}.tmp.tar" "${sources}"
     mv -f "${rootfs%.tar}.tmp.tar" "${rootfs}"
   fi
 

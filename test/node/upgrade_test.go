@@ -217,7 +217,7 @@ func checkUpgrade(t *testing.T, c *Cluster, kube kubernetes.Interface, f *Fleet,
 // disks, Jobs and Secrets down and the identities go back to their pool),
 // then delete the release. What remains: nothing of DockerIOS's, and a
 // cluster whose discovery and namespace deletion work as before.
-func checkUninstall(t *testing.T, c *Cluster, kube kubernetes.Interface, f *Fleet) {
+func checkUninstall(t *testing.T, c *Cluster, f *Fleet) {
 	ctx := context.Background()
 	c.Kubectl.MustRun(t, "", "delete", "mmclaim,mmpool,mm", "--all", "--all-namespaces", "--wait", "--timeout=5m")
 	for _, l := range []string{"virtualmachines.kubevirt.io", "datavolumes.cdi.kubevirt.io", "jobs", "persistentvolumeclaims", "secrets"} {
@@ -246,5 +246,4 @@ func checkUninstall(t *testing.T, c *Cluster, kube kubernetes.Interface, f *Flee
 	assert.NoError(t, r.Err, "discovery after uninstall: %s", r.Stderr)
 	c.Kubectl.MustRun(t, "", "create", "namespace", "after-uninstall")
 	c.Kubectl.MustRun(t, "", "delete", "namespace", "after-uninstall", "--wait", "--timeout=2m")
-	_ = kube
 }
