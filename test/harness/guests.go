@@ -265,7 +265,9 @@ func (h *Harness) startAgent(g *guest, token []byte) error {
 	}
 	g.cmd, g.exited = cmd, make(chan struct{})
 	if h.partitioned {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGSTOP)
+		if err := freeze(cmd.Process.Pid); err != nil {
+			h.logf("guest %s/%s: partitioning its new agent: %v", g.namespace, g.name, err)
+		}
 		g.frozen = true
 	}
 	h.stats.AgentsStarted++
@@ -475,7 +477,7 @@ func (h *Harness) HangGuest(namespace, name string) error {
 	if !g.alive() {
 		return fmt.Errorf("harness: the agent of %s/%s is not running", namespace, name)
 	}
-	if err := syscall.Kill(-g.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+	if err := freeze(g.cmd.Process.Pid); err != nil {
 		return err
 	}
 	g.frozen = true
@@ -579,12 +581,14 @@ func (h *Harness) PartitionAgents(on bool) {
 		if !g.alive() || g.frozen == on {
 			continue
 		}
-		sig := syscall.SIGCONT
+		change := thaw
 		if on {
-			sig = syscall.SIGSTOP
+			change = freeze
 		}
-		if err := syscall.Kill(-g.cmd.Process.Pid, sig); err == nil {
-			g.frozen = on
+		if err := change(g.cmd.Process.Pid); err != nil {
+			h.logf("agent of %s/%s: %v", g.namespace, g.name, err)
+			continue
 		}
+		g.frozen = on
 	}
 }
