@@ -252,7 +252,7 @@ func startEtcdProcess(dir string) (string, func(), error) {
 // serveEtcd is the etcd process: it prints its client URL and serves until
 // told to stop.
 func serveEtcd(dir string) {
-	etcd, err := embeddedetcd.Start(filepath.Join(dir, "etcd"), filepath.Join(dir, "etcd.log"))
+	etcd, err := embeddedetcd.Start(filepath.Join(dir, "etcd"), os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench etcd:", err)
 		os.Exit(1)

@@ -26,11 +26,12 @@ package embeddedetcd
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -44,20 +45,25 @@ const readyTimeout = 2 * time.Minute
 
 // Server is a running embedded etcd.
 type Server struct {
-	etcd *embed.Etcd
+	etcd     *embed.Etcd
+	stopping *atomic.Bool
 	// ClientURL is the URL clients reach the server at.
 	ClientURL string
 }
 
 // Start runs etcd with its data in dataDir (created with mode 0700 when
-// missing) and returns once it serves clients. Warnings and errors are
-// logged to logFile, which is created when missing.
-func Start(dataDir, logFile string) (*Server, error) {
+// missing) and returns once it serves clients. Its warnings and errors are
+// written to logOut as JSON lines (zap's production encoding, logger name
+// "etcd"); what it says below warning is dropped: a healthy member's info
+// lines (compactions, snapshots) would drown the server's own log.
+func Start(dataDir string, logOut io.Writer) (*Server, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating etcd data directory: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(logFile), 0o700); err != nil {
-		return nil, fmt.Errorf("creating etcd log directory: %w", err)
+	// The ledger is readable by its owner only, whoever made the
+	// directory (etcd warns at every start otherwise).
+	if err := os.Chmod(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("restricting etcd data directory: %w", err)
 	}
 	ports, err := freeLoopbackPorts(2)
 	if err != nil {
@@ -76,7 +82,8 @@ func Start(dataDir, logFile string) (*Server, error) {
 	cfg.ListenPeerUrls = []url.URL{peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(fileLogger(logFile))
+	stopping := new(atomic.Bool)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newLogger(logOut, stopping))
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -90,28 +97,63 @@ func Start(dataDir, logFile string) (*Server, error) {
 	case <-time.After(readyTimeout):
 		e.Server.Stop()
 		e.Close()
-		return nil, fmt.Errorf("embedded etcd in %s was not ready after %s; see %s", dataDir, readyTimeout, logFile)
+		return nil, fmt.Errorf("embedded etcd in %s was not ready after %s; its log says why", dataDir, readyTimeout)
 	}
-	return &Server{etcd: e, ClientURL: clientURL.String()}, nil
+	return &Server{etcd: e, stopping: stopping, ClientURL: clientURL.String()}, nil
 }
 
 // Stop shuts etcd down cleanly, after in-flight writes are committed.
-func (s *Server) Stop() { s.etcd.Close() }
+func (s *Server) Stop() {
+	s.stopping.Store(true)
+	s.etcd.Close()
+}
 
 // Err delivers a fatal error of the running server.
 func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
-func fileLogger(path string) *zap.Logger {
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(zapcore.WarnLevel)
-	cfg.OutputPaths = []string{path}
-	cfg.ErrorOutputPaths = []string{path}
-	cfg.Sampling = nil
-	lg, err := cfg.Build()
-	if err != nil {
-		return zap.NewNop()
+// newLogger writes etcd's warnings and errors to out, except those that
+// say nothing about this member's health: a log that cries "error" at
+// every clean stop teaches its reader to ignore it.
+func newLogger(out io.Writer, stopping *atomic.Bool) *zap.Logger {
+	sink := zapcore.Lock(zapcore.AddSync(out))
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	core := quietCore{Core: zapcore.NewCore(enc, sink, zapcore.WarnLevel), stopping: stopping}
+	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(sink)).Named("etcd")
+}
+
+// alwaysBenign are warnings about choices this server makes on purpose:
+// clients reach the member on loopback only, over one port, with etcd's
+// authentication off (the apiserver is its only client).
+var alwaysBenign = map[string]bool{
+	"Running http and grpc server on single port. This is not recommended for production.": true,
+	"simple token is not cryptographically signed":                                         true,
+}
+
+// benignWhileStopping are what etcd's listeners say when Stop closes them.
+var benignWhileStopping = map[string]bool{
+	"setting up serving from embedded etcd failed.": true,
+	"stopping insecure grpc server due to error":    true,
+	"stopped insecure grpc server due to error":     true,
+}
+
+// quietCore drops the entries above and passes everything else on.
+type quietCore struct {
+	zapcore.Core
+	stopping *atomic.Bool
+}
+
+func (c quietCore) With(fields []zapcore.Field) zapcore.Core {
+	return quietCore{Core: c.Core.With(fields), stopping: c.stopping}
+}
+
+func (c quietCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if alwaysBenign[e.Message] || (c.stopping.Load() && benignWhileStopping[e.Message]) {
+		return ce
 	}
-	return lg.Named("etcd")
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
 }
 
 func freeLoopbackPorts(n int) ([]int, error) {

@@ -19,6 +19,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -44,7 +45,7 @@ import (
 // change was one transaction. The same holds after a restart and more work.
 func TestCrash_SIGKILLMidBurstLeavesNoHalfWrittenState(t *testing.T) {
 	etcdDir := t.TempDir()
-	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), filepath.Join(etcdDir, "etcd.log"))
+	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), os.Stderr)
 	require.NoError(t, err)
 	t.Cleanup(etcd.Stop)
 	dataDir := t.TempDir()

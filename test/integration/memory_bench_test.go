@@ -60,7 +60,7 @@ var (
 //	go test ./test/integration -run '^$' -bench APIServerMemory -benchtime 1x -v
 func BenchmarkAPIServerMemory(b *testing.B) {
 	etcdDir := b.TempDir()
-	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), filepath.Join(etcdDir, "etcd.log"))
+	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), os.Stderr)
 	require.NoError(b, err)
 	b.Cleanup(etcd.Stop)
 	s := framework.StartLocalServer(b, b.TempDir(), "--etcd-servers", etcd.ClientURL)

@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -112,7 +113,7 @@ func TestModel(t *testing.T) {
 	start := time.Now()
 
 	etcdDir := t.TempDir()
-	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), filepath.Join(etcdDir, "etcd.log"))
+	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), os.Stderr)
 	if err != nil {
 		t.Fatalf("seed %d: starting etcd: %v", seed, err)
 	}

@@ -19,6 +19,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,7 +68,7 @@ type write struct {
 // at the end.
 func TestOneDoor_EveryKubectlWriteKeepsTheLedgerRules(t *testing.T) {
 	etcdDir := t.TempDir()
-	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), filepath.Join(etcdDir, "etcd.log"))
+	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), os.Stderr)
 	require.NoError(t, err)
 	t.Cleanup(etcd.Stop)
 	s := framework.StartLocalServer(t, t.TempDir(), "--etcd-servers", etcd.ClientURL)

@@ -37,7 +37,7 @@ import (
 // of that etcd.
 func TestEtcdServers_ObjectsAreStoredInTheGivenEtcd(t *testing.T) {
 	etcdDir := t.TempDir()
-	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), filepath.Join(etcdDir, "etcd.log"))
+	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), os.Stderr)
 	require.NoError(t, err)
 	t.Cleanup(etcd.Stop)
 

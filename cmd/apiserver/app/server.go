@@ -46,6 +46,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	"k8s.io/apiserver/pkg/features"
@@ -56,6 +57,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	basecompatibility "k8s.io/component-base/compatibility"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
@@ -87,6 +90,12 @@ const (
 	LocalKubeconfigName = "admin.kubeconfig"
 )
 
+func init() {
+	// --logging-format's formats are gated (json is beta); kube-apiserver
+	// registers the gates the same way.
+	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
+}
+
 // Options are the apiserver's flags.
 type Options struct {
 	RecommendedOptions *genericoptions.RecommendedOptions
@@ -110,6 +119,12 @@ type Options struct {
 	// APIServices get the CertSecret's CA in their caBundle.
 	APIServices []string
 
+	// Logs is the log format and verbosity (--logging-format, -v). JSON by
+	// default, like the controller's and the embedded etcd's, so one
+	// collector parses every DockerIOS pod; text is there for a person at
+	// a terminal.
+	Logs *logsapi.LoggingConfiguration
+
 	// selfCert keeps CertSecret once Config has made it; Run starts it.
 	selfCert *selfcert.Manager
 
@@ -123,9 +138,11 @@ func NewOptions(out, errOut io.Writer) *Options {
 		DataDir:                DefaultDataDir,
 		IdentityRepairInterval: apiserver.DefaultIdentityRepairInterval,
 		Service:                "dockerios-system/dockerios-apiserver",
+		Logs:                   logsapi.NewLoggingConfiguration(),
 		Out:                    out,
 		ErrOut:                 errOut,
 	}
+	o.Logs.Format = logsapi.JSONLogFormat
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
 	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
 	// No watch cache of identities (see DefaultWatchCacheSizes);
@@ -151,6 +168,10 @@ Without --etcd-servers it runs an embedded etcd in --data-dir.`,
 		// any other flag is looked at.
 		Version: version.String(),
 		RunE: func(c *cobra.Command, _ []string) error {
+			// Before anything logs: the format is global to the process.
+			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
+				return err
+			}
 			if err := o.Complete(); err != nil {
 				return err
 			}
@@ -166,6 +187,7 @@ Without --etcd-servers it runs an embedded etcd in --data-dir.`,
 // AddFlags adds the options' flags to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.RecommendedOptions.AddFlags(fs)
+	logsapi.AddFlags(o.Logs, fs)
 	fs.BoolVar(&o.Local, "local", o.Local, "Run standalone on 127.0.0.1 for development: make a CA, serving and admin certificates and an admin kubeconfig in --data-dir; no kube-apiserver is needed.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory for the embedded etcd (used when --etcd-servers is empty) and for --local's certificates and kubeconfig.")
 	fs.StringSliceVar(&o.ServingCertHosts, "serving-cert-hosts", o.ServingCertHosts, "DNS names the self-signed serving certificate (made when no --tls-cert-file is given) is valid for besides localhost, such as dockerios-apiserver.dockerios-system.svc, the name kube-apiserver's aggregator dials. With --cert-secret, names (or IP addresses) its certificate covers besides --service's.")
@@ -313,7 +335,9 @@ func overrideFeatureDefaults() error {
 func (o *Options) Run(ctx context.Context) error {
 	klog.InfoS("Starting dockerios-apiserver", "version", version.String(), "gitCommit", version.Get().GitCommit)
 	if o.EmbedsEtcd() {
-		etcd, err := embeddedetcd.Start(filepath.Join(o.DataDir, "etcd"), filepath.Join(o.DataDir, "etcd.log"))
+		// etcd's warnings and errors go to stderr beside ours, so `kubectl
+		// logs` shows why the ledger is slow or refuses writes.
+		etcd, err := embeddedetcd.Start(filepath.Join(o.DataDir, "etcd"), o.ErrOut)
 		if err != nil {
 			return err
 		}
