@@ -21,6 +21,8 @@ package app
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -52,6 +54,9 @@ type Options struct {
 	HealthBindAddress string
 	// LogLevel is slog's level name.
 	LogLevel string
+	// LogFormat is json (one object per line, like the apiserver's and
+	// the embedded etcd's) or text (slog's key=value, for a terminal).
+	LogFormat string
 
 	// Kubeconfig reaches kube-apiserver; empty means in-cluster.
 	Kubeconfig string
@@ -96,6 +101,7 @@ func NewOptions() *Options {
 		WebhookService:     "dockerios-system/dockerios-controller",
 		HealthBindAddress:  ":8081",
 		LogLevel:           "info",
+		LogFormat:          "json",
 
 		Reconcile:               true,
 		LeaderElect:             true,
@@ -128,6 +134,7 @@ func (o *Options) Parse(args []string) error {
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress,
 		"host:port serving /healthz and /readyz over HTTP")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json (one object per line) or text (key=value, for a terminal)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig reaching kube-apiserver; empty means in-cluster")
 	fs.BoolVar(&o.Reconcile, "reconcile", o.Reconcile, "run the reconcilers (false: serve only the webhook)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one reconciling replica through a Lease")
@@ -202,7 +209,21 @@ func (o *Options) Validate() error {
 	if _, err := parseLevel(o.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
 	}
+	if o.LogFormat != "json" && o.LogFormat != "text" {
+		errs = append(errs, fmt.Errorf("--log-format: %q is neither json nor text", o.LogFormat))
+	}
 	return errors.Join(errs...)
+}
+
+// Logger is the controller's logger, writing to out in --log-format at
+// --log-level (both validated).
+func (o *Options) Logger(out io.Writer) *slog.Logger {
+	level, _ := parseLevel(o.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if o.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(out, opts))
+	}
+	return slog.New(slog.NewJSONHandler(out, opts))
 }
 
 func (o *Options) certFile() string { return filepath.Join(o.WebhookCertDir, "tls.crt") }

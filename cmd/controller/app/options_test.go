@@ -17,6 +17,8 @@ limitations under the License.
 package app
 
 import (
+	"bytes"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -33,6 +35,7 @@ func TestOptions_Parse(t *testing.T) {
 		{"webhook without certificates", []string{"--webhook-cert-dir="}, "--webhook-cert-dir: required while --webhook-bind-address is set"},
 		{"no health address", []string{"--health-bind-address="}, "--health-bind-address: required"},
 		{"unknown log level", []string{"--log-level=loud"}, `--log-level: unknown level "loud"`},
+		{"unknown log format", []string{"--log-format=xml"}, `--log-format: "xml" is neither json nor text`},
 		{"every problem at once", []string{"--health-bind-address=", "--log-level=loud"}, "--health-bind-address: required (the kubelet probes it)\n--log-level"},
 		{"stray argument", []string{"serve"}, `unexpected arguments ["serve"]`},
 		{"one agent prober", []string{"--agent-probe-workers=1"}, "--agent-probe-workers: must be at least 2"},
@@ -53,5 +56,29 @@ func TestOptions_Parse(t *testing.T) {
 				assert.Contains(t, err.Error(), tc.want)
 			}
 		})
+	}
+}
+
+// The controller logs one JSON object per line by default, like the
+// apiserver and the embedded etcd; --log-format=text is slog's key=value.
+func TestOptions_Logger(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `{"time":"T","level":"WARN","msg":"lease lost","holder":"b"}` + "\n"},
+		{[]string{"--log-format=text"}, `time=T level=WARN msg="lease lost" holder=b` + "\n"},
+		{[]string{"--log-level=error"}, ""},
+	} {
+		o := NewOptions()
+		if !assert.NoError(t, o.Parse(tc.args)) {
+			continue
+		}
+		var buf bytes.Buffer
+		log := o.Logger(&buf)
+		log.Debug("not shown at info")
+		log.Warn("lease lost", "holder", "b")
+		got := regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+(Z|[+-]\d\d:\d\d)`).ReplaceAllString(buf.String(), "T")
+		assert.Equal(t, tc.want, got, "%v", tc.args)
 	}
 }

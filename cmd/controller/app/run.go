@@ -44,8 +44,7 @@ const shutdownGrace = 10 * time.Second
 
 // Run serves until ctx ends.
 func Run(ctx context.Context, o *Options, logOut io.Writer) error {
-	level, _ := parseLevel(o.LogLevel)
-	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: level}))
+	log := o.Logger(logOut)
 
 	var ready atomic.Bool
 	// haveCert says whether the webhook has a key pair to serve with.
