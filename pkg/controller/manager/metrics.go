@@ -18,13 +18,17 @@ package manager
 
 import (
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/controller/machine"
 	dinformers "github.com/dockerios/dockerios/pkg/generated/informers/externalversions/dockerio/v1alpha1"
+	listers "github.com/dockerios/dockerios/pkg/generated/listers/dockerio/v1alpha1"
 )
 
 var (
@@ -44,40 +48,156 @@ func (q *queues) registerMetrics(reg prometheus.Registerer, d dinformers.Interfa
 	if reg == nil {
 		return
 	}
-	machines, pools := d.MacOSMachines().Lister(), d.MacOSIdentityPools().Lister()
-	reg.MustRegister(reconciles, reconcileErrors, &cacheCollector{
-		phase: prometheus.NewDesc("dockerios_machines", "MacOSMachines by namespace and phase.", []string{"namespace", "phase"}, nil),
-		pool:  prometheus.NewDesc("dockerios_identity_pool_identities", "Identities of a MacOSIdentityPool by state (free, allocated) and machines waiting for one (pending).", []string{"pool", "state"}, nil),
-		collect: func(ch chan<- prometheus.Metric, c *cacheCollector) {
-			ms, _ := machines.List(labels.Everything())
-			counts := map[[2]string]int{}
-			for _, m := range ms {
-				phase := string(m.Status.Phase)
-				if phase == "" {
-					phase = string(v1alpha1.MachinePending)
-				}
-				counts[[2]string{m.Namespace, phase}]++
-			}
-			for k, n := range counts {
-				ch <- prometheus.MustNewConstMetric(c.phase, prometheus.GaugeValue, float64(n), k[0], k[1])
-			}
-			ps, _ := pools.List(labels.Everything())
-			for _, p := range ps {
-				ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(p.Status.Free), p.Name, "free")
-				ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(p.Status.Allocated), p.Name, "allocated")
-				ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(p.Status.Pending), p.Name, "pending")
-			}
-		},
-	})
+	reg.MustRegister(reconciles, reconcileErrors, newCacheCollector(cacheListers{
+		machines: d.MacOSMachines().Lister(), pools: d.MacOSIdentityPools().Lister(),
+		identities: d.MacOSIdentities().Lister(), claims: d.MacOSMachineClaims().Lister(),
+	}, time.Now))
 }
 
+// cacheListers are the caches the gauges are read from.
+type cacheListers struct {
+	machines   listers.MacOSMachineLister
+	pools      listers.MacOSIdentityPoolLister
+	identities listers.MacOSIdentityLister
+	claims     listers.MacOSMachineClaimLister
+}
+
+// cacheCollector computes its gauges from the caches at each scrape.
 type cacheCollector struct {
-	phase, pool *prometheus.Desc
-	collect     func(chan<- prometheus.Metric, *cacheCollector)
+	l   cacheListers
+	now func() time.Time
+
+	phase, pool, pastDeadline, claimsPending, claimsOldest *prometheus.Desc
 }
 
-func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.phase; ch <- c.pool }
-func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch, c) }
+func newCacheCollector(l cacheListers, now func() time.Time) *cacheCollector {
+	return &cacheCollector{l: l, now: now,
+		phase: prometheus.NewDesc("dockerios_machines", "MacOSMachines by namespace and phase.", []string{"namespace", "phase"}, nil),
+		pool: prometheus.NewDesc("dockerios_identity_pool_identities",
+			"Identities of a MacOSIdentityPool by state (free, allocated), machines waiting for one (pending), "+
+				"and identities quarantined because another shares one of their values (quarantined; one held by a machine is also allocated).",
+			[]string{"pool", "state"}, nil),
+		pastDeadline: prometheus.NewDesc("dockerios_machines_past_start_deadline",
+			"MacOSMachines not Ready yet (phase Pending, Provisioning or Starting, never Ready, not being deleted) created longer ago "+
+				"than their class's startTimeout, by namespace and phase. startTimeout bounds a machine's VirtualMachine's creation to Ready, "+
+				"and the machine is always created first: such a machine is past its class's bound.",
+			[]string{"namespace", "phase"}, nil),
+		claimsPending: prometheus.NewDesc("dockerios_claims_pending",
+			"MacOSMachineClaims no machine answers yet (phase Pending), by namespace and the pool or class they name (the other label is empty).",
+			[]string{"namespace", "pool", "class"}, nil),
+		claimsOldest: prometheus.NewDesc("dockerios_claims_pending_oldest_seconds",
+			"Age of the oldest Pending MacOSMachineClaim, by namespace and the pool or class it names; absent when none is Pending.",
+			[]string{"namespace", "pool", "class"}, nil),
+	}
+}
+
+func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.phase
+	ch <- c.pool
+	ch <- c.pastDeadline
+	ch <- c.claimsPending
+	ch <- c.claimsOldest
+}
+
+func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.now()
+	c.collectMachines(ch, now)
+	c.collectPools(ch)
+	c.collectClaims(ch, now)
+}
+
+func (c *cacheCollector) collectMachines(ch chan<- prometheus.Metric, now time.Time) {
+	ms, _ := c.l.machines.List(labels.Everything())
+	counts, late := map[[2]string]int{}, map[[2]string]int{}
+	for _, m := range ms {
+		phase := m.Status.Phase
+		if phase == "" {
+			phase = v1alpha1.MachinePending
+		}
+		k := [2]string{m.Namespace, string(phase)}
+		counts[k]++
+		if pastStartDeadline(m, phase, now) {
+			late[k]++
+		}
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.phase, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+	// Every phase a machine can be late in is reported, at zero too, in
+	// each namespace that has machines: an alert's for-clause then sees
+	// the series end at zero rather than vanish.
+	for ns := range namespaces(counts) {
+		for _, phase := range []v1alpha1.MacOSMachinePhase{v1alpha1.MachinePending, v1alpha1.MachineProvisioning, v1alpha1.MachineStarting} {
+			k := [2]string{ns, string(phase)}
+			ch <- prometheus.MustNewConstMetric(c.pastDeadline, prometheus.GaugeValue, float64(late[k]), k[0], k[1])
+		}
+	}
+}
+
+// pastStartDeadline says whether m, in phase, is not Ready yet although
+// it was created longer ago than its class's startTimeout.
+func pastStartDeadline(m *v1alpha1.MacOSMachine, phase v1alpha1.MacOSMachinePhase, now time.Time) bool {
+	switch phase {
+	case v1alpha1.MachinePending, v1alpha1.MachineProvisioning, v1alpha1.MachineStarting:
+	default:
+		return false
+	}
+	if m.DeletionTimestamp != nil || machine.WasReady(m) {
+		return false
+	}
+	timeout := v1alpha1.DefaultStartTimeout
+	if s := m.Status.ClassSnapshot; s != nil && s.Spec.StartTimeout != nil {
+		timeout = s.Spec.StartTimeout.Duration
+	}
+	return now.Sub(m.CreationTimestamp.Time) > timeout
+}
+
+func namespaces(counts map[[2]string]int) map[string]bool {
+	out := map[string]bool{}
+	for k := range counts {
+		out[k[0]] = true
+	}
+	return out
+}
+
+func (c *cacheCollector) collectPools(ch chan<- prometheus.Metric) {
+	quarantined := map[string]int{}
+	ids, _ := c.l.identities.List(labels.Everything())
+	for _, id := range ids {
+		if meta.IsStatusConditionTrue(id.Status.Conditions, v1alpha1.IdentityQuarantined) {
+			quarantined[id.Spec.PoolName]++
+		}
+	}
+	ps, _ := c.l.pools.List(labels.Everything())
+	for _, p := range ps {
+		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(p.Status.Free), p.Name, "free")
+		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(p.Status.Allocated), p.Name, "allocated")
+		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(p.Status.Pending), p.Name, "pending")
+		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(quarantined[p.Name]), p.Name, "quarantined")
+	}
+}
+
+func (c *cacheCollector) collectClaims(ch chan<- prometheus.Metric, now time.Time) {
+	type source struct{ namespace, pool, class string }
+	pending, oldest := map[source]int{}, map[source]time.Time{}
+	claims, _ := c.l.claims.List(labels.Everything())
+	for _, cl := range claims {
+		// A claim the apiserver has not given a phase yet waits as much
+		// as a Pending one; a claim being deleted waits for nothing.
+		if cl.DeletionTimestamp != nil || (cl.Status.Phase != "" && cl.Status.Phase != v1alpha1.ClaimPending) {
+			continue
+		}
+		s := source{cl.Namespace, cl.Spec.PoolName, cl.Spec.ClassName}
+		pending[s]++
+		if t, ok := oldest[s]; !ok || cl.CreationTimestamp.Time.Before(t) {
+			oldest[s] = cl.CreationTimestamp.Time
+		}
+	}
+	for s, n := range pending {
+		ch <- prometheus.MustNewConstMetric(c.claimsPending, prometheus.GaugeValue, float64(n), s.namespace, s.pool, s.class)
+		ch <- prometheus.MustNewConstMetric(c.claimsOldest, prometheus.GaugeValue, now.Sub(oldest[s]).Seconds(), s.namespace, s.pool, s.class)
+	}
+}
 
 func eventSource() corev1.EventSource {
 	host, _ := os.Hostname()
