@@ -50,9 +50,22 @@ var (
 
 var registerOnce sync.Once
 
+// driftKinds are the kinds of drift the repair loop may fix.
+var driftKinds = []string{
+	DriftMissingValueKey, DriftOrphanValueKey, DriftDuplicateValue, DriftQuarantineResolved,
+	DriftMissingMember, DriftOrphanMember, DriftMissingFree, DriftOrphanFree, DriftDanglingHolder,
+	DriftMachineRef, DriftMissingWaiting, DriftOrphanWaiting, DriftWaitingWhileFree, DriftUnresolvableClass,
+}
+
 // RegisterMetrics adds the ledger's metrics to the apiserver's registry.
+// The repairs counter starts at zero for every kind of drift: a series
+// that is born at 1 hides its first repair from increase() and rate(),
+// and so from the alert on repairs (artifacts/monitoring).
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(metricAllocations, metricReleases, metricRepairs)
+		for _, kind := range driftKinds {
+			metricRepairs.WithLabelValues(kind).Add(0)
+		}
 	})
 }
