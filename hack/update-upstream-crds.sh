@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates test/harness/crds: KubeVirt's and CDI's CustomResourceDefinitions
 # for the kinds DockerIOS makes or reads, from the upstream API modules at the
-# versions go.mod pins (hack/upstream-crds says how). Run it after changing
-# those versions in go.mod, and commit the result.
+# versions go.mod pins (hack/upstream-crds says how), and in
+# test/harness/crds/monitoring the Prometheus Operator's ServiceMonitor and
+# PrometheusRule CRDs, at the version hack/upstream-crds pins. Run it after
+# changing those versions, and commit the result.
 set -o errexit
 set -o nounset
 set -o pipefail

@@ -16,7 +16,10 @@ limitations under the License.
 
 // Command upstream-crds writes KubeVirt's and CDI's CustomResourceDefinitions
 // for the kinds DockerIOS makes or reads, at the versions the root go.mod
-// pins, for the test harness to install (hack/update-upstream-crds.sh).
+// pins, for the test harness to install (hack/update-upstream-crds.sh), and
+// the Prometheus Operator's for the kinds artifacts/monitoring ships, into
+// a subdirectory monitoring/ that the harness does not install (the
+// monitoring test does).
 //
 // It makes them as the upstream projects make the CRDs they install:
 //
@@ -31,6 +34,13 @@ limitations under the License.
 //   - CDI (hack/update-codegen.sh): controller-gen's crd generator with
 //     crdVersions=v1 over pkg/apis/core/... of its API module gives the
 //     whole CRD, which cdi-operator installs as it is.
+//   - The Prometheus Operator (make generate-crds): controller-gen's crd
+//     generator with crdVersions=v1 over its API module's monitoring/v1
+//     gives the CRD (names, categories, columns and validation come from
+//     the types' markers); its release adds only an
+//     operator.prometheus.io/version annotation. DockerIOS builds no
+//     code against that module, so the root go.mod does not require it:
+//     its version is pinned here (upstream.version).
 //
 // controller-gen reads the upstream packages in a scratch module that
 // requires only the upstream API module, at the pinned version: the
@@ -61,6 +71,11 @@ import (
 type upstream struct {
 	name   string // in the generated files' headers
 	module string // the Go module, at the version the root go.mod pins
+	// version pins module when the root go.mod does not require it.
+	version string
+	// dir is the subdirectory of -out the CRDs are written to ("" for
+	// -out itself).
+	dir string
 	// program is the scratch module's main package: it imports what
 	// controller-gen reads (so go mod tidy keeps its modules) and may print
 	// what wrap needs from the upstream module.
@@ -113,6 +128,24 @@ func main() {}
 		plurals:    []string{"datavolumes", "datasources"},
 		wrap: func(crd map[string]any, _ []byte) (map[string]any, string, error) {
 			return crd, "the whole CRD as controller-gen writes it, as cdi-operator installs it", nil
+		},
+	},
+	{
+		name:    "Prometheus Operator",
+		module:  "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring",
+		version: "v0.95.2",
+		dir:     "monitoring",
+		program: `package main
+
+import _ "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+
+func main() {}
+`,
+		crdOptions: "crd:crdVersions=v1",
+		paths:      []string{"github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"},
+		plurals:    []string{"servicemonitors", "prometheusrules"},
+		wrap: func(crd map[string]any, _ []byte) (map[string]any, string, error) {
+			return crd, "the CRD as controller-gen writes it, which the operator's bundle installs with a version annotation added", nil
 		},
 	},
 }
@@ -262,11 +295,14 @@ func main() {
 func generate(root, scratch, controllerGen string) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	for _, u := range upstreams {
-		version, err := pinnedVersion(root, u.module)
-		if err != nil {
-			return nil, err
+		version := u.version
+		if version == "" {
+			var err error
+			if version, err = pinnedVersion(root, u.module); err != nil {
+				return nil, err
+			}
 		}
-		dir := filepath.Join(scratch, strings.ToLower(u.name))
+		dir := filepath.Join(scratch, strings.ReplaceAll(strings.ToLower(u.name), " ", "-"))
 		if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
 			return nil, err
 		}
@@ -326,7 +362,7 @@ func generate(root, scratch, controllerGen string) (map[string][]byte, error) {
 				"controller-gen %s %s paths=%s; %s.", u.name, names["kind"], u.module, version,
 				genVersion, u.crdOptions, strings.Join(u.paths, ","), how)))
 			b.Write(body)
-			files[filepath.Base(matches[0])] = b.Bytes()
+			files[filepath.Join(u.dir, filepath.Base(matches[0]))] = b.Bytes()
 		}
 	}
 	return files, nil
@@ -379,18 +415,24 @@ func run(dir, name string, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// write replaces out's *.yaml files with files.
+// write replaces the *.yaml files of out and of its subdirectories named
+// in upstreams with files (named relative to out).
 func write(out string, files map[string][]byte) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	old, err := filepath.Glob(filepath.Join(out, "*.yaml"))
-	if err != nil {
-		return err
-	}
 	var errs []error
-	for _, f := range old {
-		errs = append(errs, os.Remove(f))
+	for _, u := range upstreams {
+		dir := filepath.Join(out, u.dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		old, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil {
+			return err
+		}
+		for _, f := range old {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
 	}
 	for name, data := range files {
 		errs = append(errs, os.WriteFile(filepath.Join(out, name), data, 0o644))

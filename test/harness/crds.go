@@ -60,6 +60,16 @@ var (
 //go:embed crds/*.yaml
 var upstreamCRDs embed.FS
 
+// monitoringCRDs are the Prometheus Operator's ServiceMonitor and
+// PrometheusRule CRDs, generated the same way from its API module
+// (hack/upstream-crds pins the version): artifacts/monitoring ships
+// objects of these kinds. InstallCRDs does not install them (the harness
+// plays no Prometheus); InstallMonitoringCRDs does, for the test that
+// dry-runs artifacts/monitoring against their schemas.
+//
+//go:embed crds/monitoring/*.yaml
+var monitoringCRDs embed.FS
+
 // crd describes one stand-in CustomResourceDefinition.
 type crd struct {
 	group, version, kind, plural, singular string
@@ -69,8 +79,11 @@ type crd struct {
 
 // standIns are the kinds with no upstream schema to install: Multus's
 // NetworkAttachmentDefinition, for the agent network of artifacts/
-// (nothing plays Multus). Multus's own CRD is a hand-written manifest
-// whose spec is one string, config, and no Go module generates it.
+// (nothing plays Multus), and the multi-networkpolicy project's
+// MultiNetworkPolicy, the agent network's policy (nothing enforces it
+// here; test/leastprivilege validates its spec as the NetworkPolicy spec
+// it mirrors and evaluates what it allows). Their CRDs are hand-written
+// manifests in those repositories, and no Go module generates them.
 //
 // These are STAND-INS: the real group, version, kind, names and a status
 // subresource, but open schemas (spec and status are `type: object` with
@@ -79,6 +92,9 @@ type crd struct {
 var standIns = []crd{
 	{group: "k8s.cni.cncf.io", version: "v1", kind: "NetworkAttachmentDefinition", plural: "network-attachment-definitions", singular: "network-attachment-definition",
 		shortNames: []string{"net-attach-def"},
+		columns:    `[{name: Age, type: date, jsonPath: .metadata.creationTimestamp}]`},
+	{group: "k8s.cni.cncf.io", version: "v1beta1", kind: "MultiNetworkPolicy", plural: "multi-networkpolicies", singular: "multi-networkpolicy",
+		shortNames: []string{"multi-policy"},
 		columns:    `[{name: Age, type: date, jsonPath: .metadata.creationTimestamp}]`},
 }
 
@@ -128,26 +144,38 @@ func flowList(items []string) string {
 
 // crdObjects are the CRDs InstallCRDs installs.
 func crdObjects() ([]*unstructured.Unstructured, error) {
+	objs, err := readCRDs(upstreamCRDs, "crds")
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range standIns {
+		obj, err := c.object()
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}
+
+// readCRDs reads the CRDs in dir of fsys.
+func readCRDs(fsys embed.FS, dir string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	files, err := upstreamCRDs.ReadDir("crds")
+	files, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range files {
-		data, err := upstreamCRDs.ReadFile(path.Join("crds", f.Name()))
+		if f.IsDir() {
+			continue
+		}
+		data, err := fsys.ReadFile(path.Join(dir, f.Name()))
 		if err != nil {
 			return nil, err
 		}
 		obj := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(data, &obj.Object); err != nil {
 			return nil, fmt.Errorf("upstream CRD %s: %w", f.Name(), err)
-		}
-		objs = append(objs, obj)
-	}
-	for _, c := range standIns {
-		obj, err := c.object()
-		if err != nil {
-			return nil, err
 		}
 		objs = append(objs, obj)
 	}
@@ -235,15 +263,30 @@ func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) {
 // It uses the dynamic client, so the harness needs no
 // apiextensions-apiserver client library.
 func InstallCRDs(ctx context.Context, cfg *rest.Config) error {
+	objs, err := crdObjects()
+	if err != nil {
+		return err
+	}
+	return installCRDs(ctx, cfg, objs)
+}
+
+// InstallMonitoringCRDs creates (or updates) the Prometheus Operator's
+// ServiceMonitor and PrometheusRule CRDs (see monitoringCRDs) and waits
+// until kube-apiserver serves them. It is idempotent.
+func InstallMonitoringCRDs(ctx context.Context, cfg *rest.Config) error {
+	objs, err := readCRDs(monitoringCRDs, "crds/monitoring")
+	if err != nil {
+		return err
+	}
+	return installCRDs(ctx, cfg, objs)
+}
+
+func installCRDs(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
 	crds := dyn.Resource(crdGVR)
-	objs, err := crdObjects()
-	if err != nil {
-		return err
-	}
 	var names []string
 	for _, obj := range objs {
 		names = append(names, obj.GetName())
