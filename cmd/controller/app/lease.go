@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -97,4 +98,19 @@ func (r *renewals) within(d time.Duration) bool {
 // writes already under way.
 func leadsNow(isLeader func() bool, r *renewals) bool {
 	return isLeader() && r.within(renewDeadline)
+}
+
+// leaderGauge is dockerios_controller_leader: 1 while this replica may act
+// as the leader now (leads), else 0. Every replica exports it, so the sum
+// over replicas says how many lead: 0 means no reconciler runs.
+func leaderGauge(leads func() bool) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "dockerios_controller_leader",
+		Help: "1 while this controller replica holds the leader lease and renewed it within the renew deadline (its reconcilers run), else 0.",
+	}, func() float64 {
+		if leads() {
+			return 1
+		}
+		return 0
+	})
 }

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -95,4 +97,39 @@ func TestLeadsNow_OnlyWithinTheRenewDeadlineOfItsLastWrite(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// dockerios_controller_leader follows leadsNow: 1 from the lease's write
+// until the renew deadline passes without another, 0 before, after, and
+// whenever client-go sees another holder.
+func TestLeaderGauge_SaysWhetherThisReplicaLeadsNow(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	now := t0
+	lock := &fakeLock{}
+	r := newRenewals(lock)
+	r.now = func() time.Time { return now }
+	isLeader := true
+	g := leaderGauge(func() bool { return leadsNow(func() bool { return isLeader }, r) })
+
+	assert.Equal(t, 0.0, testutil.ToFloat64(g), "before the lease was ever written")
+
+	assert.NoError(t, r.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
+	now = t0.Add(time.Second)
+	assert.Equal(t, 1.0, testutil.ToFloat64(g), "just after writing the lease")
+
+	isLeader = false
+	assert.Equal(t, 0.0, testutil.ToFloat64(g), "client-go sees another holder")
+
+	isLeader = true
+	now = t0.Add(renewDeadline + time.Second)
+	assert.Equal(t, 0.0, testutil.ToFloat64(g), "past the renew deadline without a write")
+
+	assert.NoError(t, r.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
+	assert.Equal(t, 1.0, testutil.ToFloat64(g), "renewed again")
+
+	reg := prometheus.NewPedanticRegistry()
+	assert.NoError(t, reg.Register(g))
+	n, err := testutil.GatherAndCount(reg, "dockerios_controller_leader")
+	assert.NoError(t, err)
+	assert.Equal(t, 1, n)
 }

@@ -54,6 +54,10 @@ func reconcile(ctx context.Context, o *Options, log *slog.Logger, reg prometheus
 		ImagesPodTemplate: podTemplate,
 	}
 	if !o.LeaderElect {
+		// The only replica: it always leads.
+		if reg != nil {
+			reg.MustRegister(leaderGauge(func() bool { return true }))
+		}
 		return manager.Run(ctx, mcfg)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -90,6 +94,9 @@ func reconcile(ctx context.Context, o *Options, log *slog.Logger, reg prometheus
 	})
 	if err != nil {
 		return err
+	}
+	if reg != nil {
+		reg.MustRegister(leaderGauge(func() bool { return leadsNow(le.IsLeader, renewed) }))
 	}
 	le.Run(ctx)
 	select {
