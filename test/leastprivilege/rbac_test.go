@@ -52,6 +52,7 @@ type need struct {
 // informer. Informers list and watch; "get" is a live read.
 var controllerNeeds = []need{
 	{"dockerios.io", "macosmachines", []string{"list", "watch"}, false, "manager: machines informer"},
+	{"dockerios.io", "macosmachines", []string{"get"}, false, "kubectl patch with this role (test/aggregated) reads first; list discloses as much"},
 	{"dockerios.io", "macosmachines", []string{"create", "delete"}, false, "pool.Reconciler: scale up and down, class claims"},
 	{"dockerios.io", "macosmachines", []string{"patch"}, false, "machine.removeFinalizer"},
 	{"dockerios.io", "macosmachines", []string{"bind"}, false, "checked by the apiserver on pool.Reconciler's bind"},
