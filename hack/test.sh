@@ -44,6 +44,9 @@ go vet ./...
 # So is the workload-layer example (examples/gitlab-runner), built on the
 # public API only.
 (cd examples/gitlab-runner && go vet ./...)
+# And the checks of artifacts/monitoring, a module of their own with
+# Prometheus's code (promtool and the PromQL parser).
+(cd hack/prometheus && GOWORK=off go vet ./...)
 
 echo "== generated code"
 hack/verify-codegen.sh
@@ -69,6 +72,8 @@ hack/build-control-plane.sh
 export DOCKERIOS_ETCD_BIN="${ROOT}/bin/etcd"
 export DOCKERIOS_KUBE_APISERVER_BIN="${ROOT}/bin/kube-apiserver"
 export DOCKERIOS_KUBE_CONTROLLER_MANAGER_BIN="${ROOT}/bin/kube-controller-manager"
+hack/build-promtool.sh
+export DOCKERIOS_PROMTOOL_BIN="${ROOT}/bin/promtool"
 
 echo "== tests"
 # Registry and integration tests start etcd and apiserver processes; two
@@ -76,6 +81,9 @@ echo "== tests"
 # test/node runs on its own, below, once the images and releases exist.
 go test -count=1 -p 2 -timeout 30m "$@" $(go list ./... | grep -v '/test/node$')
 (cd bootdisk && go test -count=1 -timeout 10m "$@" ./...)
+# The alerting rules' unit tests (promtool test rules, each also broken on
+# purpose to prove it fails) and the dashboard's and rules' metrics.
+(cd hack/prometheus && GOWORK=off go test -count=1 -timeout 5m "$@" ./...)
 # The example's unit tests and its end-to-end test on the whole stack.
 (cd examples/gitlab-runner && go test -count=1 -timeout 20m "$@" ./...)
 
