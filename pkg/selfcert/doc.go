@@ -38,9 +38,15 @@ limitations under the License.
 // cannot have made (one of another type, or one cert-manager manages);
 // write when nothing would change.
 //
-// Out of scope: rotating the CA with an overlap (old and new CA both in
-// the bundles while serving certificates move to the new one). The CA is
-// valid for ten years; once it is within a serving certificate's renewal
-// window of its end, or unreadable, it is replaced outright with a new CA
-// and a new serving certificate, and the bundles follow at once.
+// Rotation. The serving certificate is re-issued from the same CA at two
+// thirds of its life. The CA is replaced at two thirds of its own, with an
+// overlap: the new CA joins the old one in the Secret's ca-bundle.crt,
+// which is what the caBundles get, while the serving certificate of the
+// old CA is still served; once every target trusts the new CA and
+// Config.Overlap has passed (kube-apiserver's informers lag), serving
+// certificates move to the new CA. The old CA stays in the bundle until it
+// expires. A Secret someone deletes while replicas run is rotated the same
+// way from what they serve. Only a CA that is unusable anyway (unreadable,
+// expired, from the future) is replaced outright, and clients that
+// trusted it fail until the bundles follow.
 package selfcert

@@ -39,8 +39,17 @@ type Target interface {
 	// Inject makes the object's caBundle ca, writing only if it differs;
 	// changed says whether it wrote.
 	Inject(ctx context.Context, ca []byte) (changed bool, err error)
+	// Trusts says whether the object's caBundle (every one of them, for
+	// several webhooks) holds the PEM certificate ca.
+	Trusts(ctx context.Context, ca []byte) (bool, error)
 	// String names the object for logs and errors.
 	String() string
+}
+
+// holds says whether the PEM bundle holds the PEM certificate ca.
+func holds(bundle, ca []byte) bool {
+	ca = bytes.TrimSpace(ca)
+	return len(ca) > 0 && bytes.Contains(bundle, ca)
 }
 
 // Both targets read, compare and Update with the resourceVersion they
@@ -65,6 +74,22 @@ type apiService struct {
 }
 
 func (a *apiService) String() string { return "APIService " + a.name }
+
+func (a *apiService) Trusts(ctx context.Context, ca []byte) (bool, error) {
+	obj, err := a.client.Resource(apiServiceResource).Get(ctx, a.name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	have, _, err := unstructured.NestedString(obj.Object, "spec", "caBundle")
+	if err != nil {
+		return false, fmt.Errorf("reading spec.caBundle: %w", err)
+	}
+	bundle, err := base64.StdEncoding.DecodeString(have)
+	if err != nil {
+		return false, fmt.Errorf("spec.caBundle: %w", err)
+	}
+	return holds(bundle, ca), nil
+}
 
 func (a *apiService) Inject(ctx context.Context, ca []byte) (bool, error) {
 	want := base64.StdEncoding.EncodeToString(ca)
@@ -107,6 +132,19 @@ type mutatingWebhookConfiguration struct {
 
 func (m *mutatingWebhookConfiguration) String() string {
 	return "MutatingWebhookConfiguration " + m.name
+}
+
+func (m *mutatingWebhookConfiguration) Trusts(ctx context.Context, ca []byte) (bool, error) {
+	config, err := m.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, m.name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, w := range config.Webhooks {
+		if !holds(w.ClientConfig.CABundle, ca) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func (m *mutatingWebhookConfiguration) Inject(ctx context.Context, ca []byte) (bool, error) {

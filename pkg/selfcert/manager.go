@@ -23,6 +23,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/clock"
 
 	"github.com/dockerios/dockerios/pkg/localpki"
@@ -70,8 +72,9 @@ type Config struct {
 	// Targets receive the CA bundle.
 	Targets []Target
 	// CAValidity and ServingValidity default to DefaultCAValidity and
-	// DefaultServingValidity; tests shorten them.
-	CAValidity, ServingValidity time.Duration
+	// DefaultServingValidity, Overlap to DefaultOverlap; tests shorten
+	// them.
+	CAValidity, ServingValidity, Overlap time.Duration
 	// Resync defaults to DefaultResync.
 	Resync time.Duration
 	// Clock defaults to the real one.
@@ -88,6 +91,9 @@ type Manager struct {
 	log    logr.Logger
 
 	current atomic.Pointer[servingPair]
+	// next is when the Secret needs looking at again, as the last plan
+	// said (a renewal, the end of an overlap).
+	next atomic.Pointer[time.Time]
 	// seenVersion is the resourceVersion of the Secret last loaded: the
 	// informer's event for it (often our own write) needs no sync.
 	seenVersion atomic.Value
@@ -102,8 +108,12 @@ var _ dynamiccertificates.CertKeyContentProvider = &Manager{}
 // servingPair is what is served, parsed once per change of the Secret.
 type servingPair struct {
 	certPEM, keyPEM, caPEM []byte
-	cert                   *tls.Certificate
-	renewAt                time.Time
+	// bundlePEM is what the caBundles get: caPEM and the CAs still
+	// trusted beside it.
+	bundlePEM []byte
+	cert      *tls.Certificate
+	// caNotAfter is when the Secret's CA expires.
+	caNotAfter time.Time
 }
 
 // New returns a Manager of cfg reading and writing through client. It
@@ -124,8 +134,20 @@ func New(client kubernetes.Interface, cfg Config) (*Manager, error) {
 	if cfg.ServingValidity == 0 {
 		cfg.ServingValidity = DefaultServingValidity
 	}
-	if cfg.CAValidity < cfg.ServingValidity {
-		return nil, fmt.Errorf("selfcert: the CA's validity (%s) is shorter than the serving certificate's (%s)", cfg.CAValidity, cfg.ServingValidity)
+	if cfg.Overlap == 0 {
+		cfg.Overlap = DefaultOverlap
+	}
+	// A CA is replaced a third of its life before its end, and the
+	// serving certificates move to the new one an overlap later: by then
+	// a certificate of the old CA must not be due yet.
+	// A serving certificate renewed just before a rotation must stay
+	// fresh through the overlap.
+	if fresh := cfg.ServingValidity - renewBefore(cfg.ServingValidity); fresh <= cfg.Overlap {
+		return nil, fmt.Errorf("selfcert: the overlap (%s) must be shorter than two thirds of the serving certificate's validity (%s)", cfg.Overlap, cfg.ServingValidity)
+	}
+	if cfg.CAValidity < cfg.ServingValidity+3*cfg.Overlap {
+		return nil, fmt.Errorf("selfcert: the CA's validity (%s) must be at least the serving certificate's (%s) and three overlaps (%s)",
+			cfg.CAValidity, cfg.ServingValidity, 3*cfg.Overlap)
 	}
 	if cfg.Resync == 0 {
 		cfg.Resync = DefaultResync
@@ -213,8 +235,8 @@ func (m *Manager) loop(ctx context.Context, err error) {
 			wait, retry = retry, min(2*retry, m.cfg.Resync)
 		} else {
 			retry = minRetry
-			if p := m.current.Load(); p != nil {
-				wait = min(wait, max(p.renewAt.Sub(m.cfg.Clock.Now()), minRetry))
+			if next := m.next.Load(); next != nil && !next.IsZero() {
+				wait = min(wait, max(next.Sub(m.cfg.Clock.Now()), minRetry))
 			}
 		}
 		timer := m.cfg.Clock.NewTimer(wait)
@@ -240,7 +262,7 @@ func (m *Manager) sync(ctx context.Context) error {
 	if err := m.load(secret); err != nil {
 		return err
 	}
-	ca := secret.Data[CACertKey]
+	ca := bundleOf(secret)
 	var errs []error
 	for _, t := range m.cfg.Targets {
 		changed, err := t.Inject(ctx, ca)
@@ -269,21 +291,35 @@ func (m *Manager) ensureSecret(ctx context.Context) (*corev1.Secret, error) {
 		case err != nil:
 			return nil, fmt.Errorf("reading Secret %s: %w", m.cfg.Secret, err)
 		}
-		v, err := plan(secret, m.cfg.Hosts, m.cfg.Clock.Now(), m.cfg.ServingValidity)
+		now := m.cfg.Clock.Now()
+		v, err := plan(secret, m.policy(), now)
 		if err != nil {
 			return nil, err
 		}
+		if secret == nil {
+			v = m.fromMemory(v, now)
+		}
 		if v.action == keep {
+			m.setNext(v.next)
 			return secret, nil
 		}
+		if v.movesToNewCA {
+			if ok, why := m.targetsTrust(ctx, v.ca.CertPEM()); !ok {
+				// sync injects the Secret's bundle next; look again soon.
+				m.log.Info("Serving certificates wait for the new CA to be trusted", "reason", why)
+				m.setNext(now.Add(minRetry))
+				return secret, nil
+			}
+		}
 		m.log.Info("Writing the Secret", "action", v.action.String(), "reason", v.reason)
-		data, err := m.issue(v)
+		data, annotations, err := m.issue(v)
 		if err != nil {
 			return nil, fmt.Errorf("issuing for Secret %s: %w", m.cfg.Secret, err)
 		}
+		var written *corev1.Secret
 		if secret == nil {
-			created, err := secrets.Create(ctx, &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: m.cfg.Secret.Namespace, Name: m.cfg.Secret.Name},
+			written, err = secrets.Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: m.cfg.Secret.Namespace, Name: m.cfg.Secret.Name, Annotations: annotations},
 				Type:       corev1.SecretTypeTLS,
 				Data:       data,
 			}, metav1.CreateOptions{FieldManager: FieldManager})
@@ -294,66 +330,157 @@ func (m *Manager) ensureSecret(ctx context.Context) (*corev1.Secret, error) {
 			if err != nil {
 				return nil, fmt.Errorf("creating Secret %s: %w", m.cfg.Secret, err)
 			}
-			return created, nil
+		} else {
+			// Update carries the resourceVersion read above: if another
+			// replica wrote in between, this fails and its write stands.
+			secret = secret.DeepCopy()
+			if secret.Data == nil {
+				secret.Data = map[string][]byte{}
+			}
+			maps.Copy(secret.Data, data)
+			for k, val := range annotations {
+				if val == "" {
+					delete(secret.Annotations, k)
+					continue
+				}
+				if secret.Annotations == nil {
+					secret.Annotations = map[string]string{}
+				}
+				secret.Annotations[k] = val
+			}
+			written, err = secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: FieldManager})
+			if apierrors.IsConflict(err) {
+				m.log.Info("Another replica wrote the Secret first; reading it")
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("updating Secret %s: %w", m.cfg.Secret, err)
+			}
 		}
-		// Update carries the resourceVersion read above: if another
-		// replica wrote in between, this fails and its write stands.
-		secret = secret.DeepCopy()
-		if secret.Data == nil {
-			secret.Data = map[string][]byte{}
+		after, err := plan(written, m.policy(), now)
+		if err != nil || after.action != keep {
+			after.next = now.Add(minRetry)
 		}
-		for k, val := range data {
-			secret.Data[k] = val
-		}
-		updated, err := secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: FieldManager})
-		if apierrors.IsConflict(err) {
-			m.log.Info("Another replica wrote the Secret first; reading it")
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("updating Secret %s: %w", m.cfg.Secret, err)
-		}
-		return updated, nil
+		m.setNext(after.next)
+		return written, nil
 	}
 	return nil, fmt.Errorf("Secret %s changed under every one of %d writes; will try again", m.cfg.Secret, writeAttempts)
 }
 
-// issue makes what v says is needed: a serving certificate from the kept
-// CA, or a new CA and one from it.
-func (m *Manager) issue(v verdict) (map[string][]byte, error) {
+func (m *Manager) policy() policy {
+	return policy{hosts: m.cfg.Hosts, caValidity: m.cfg.CAValidity, servingValidity: m.cfg.ServingValidity, overlap: m.cfg.Overlap}
+}
+
+func (m *Manager) setNext(t time.Time) { m.next.Store(&t) }
+
+// fromMemory turns the verdict on a missing Secret into a CA rotation when
+// this replica still serves a valid certificate: someone deleted the
+// Secret to start over (or lost it), and making a new CA outright would
+// leave every client that trusts the old one facing a certificate it
+// cannot verify until the bundles follow. The new Secret trusts the new CA
+// beside what was trusted, keeps serving the certificate served, and moves
+// it to the new CA after the overlap, as a scheduled rotation does. To drop
+// the old CA at once, delete the Secret while no replica runs.
+func (m *Manager) fromMemory(v verdict, now time.Time) verdict {
+	p := m.current.Load()
+	if p == nil || !now.Before(p.cert.Leaf.NotAfter) {
+		return v
+	}
+	certs, err := certutil.ParseCertsPEM(p.bundlePEM)
+	if err != nil {
+		return v
+	}
+	var trust []*x509.Certificate
+	for _, c := range certs {
+		if now.Before(c.NotAfter) {
+			trust = append(trust, c)
+		}
+	}
+	if !signedByOneOf(p.cert.Leaf, trust) {
+		return v
+	}
+	return verdict{action: rotateCA, reason: "the Secret does not exist; a new CA, trusted beside the one of the certificate served",
+		trust: trust, keepServing: [2][]byte{p.certPEM, p.keyPEM}}
+}
+
+// targetsTrust says whether every target's caBundle holds caPEM, and if
+// not, which does not.
+func (m *Manager) targetsTrust(ctx context.Context, caPEM []byte) (bool, string) {
+	for _, t := range m.cfg.Targets {
+		ok, err := t.Trusts(ctx, caPEM)
+		if err != nil {
+			return false, fmt.Sprintf("reading %s: %v", t, err)
+		}
+		if !ok {
+			return false, t.String() + " does not trust it yet"
+		}
+	}
+	return true, ""
+}
+
+// issue makes what v says is needed, as the Secret's data and the
+// annotations to set ("" removes one).
+func (m *Manager) issue(v verdict) (map[string][]byte, map[string]string, error) {
 	now := m.cfg.Clock.Now()
+	data := map[string][]byte{}
+	annotations := map[string]string{}
 	ca := v.ca
-	if v.action == newCA {
-		var err error
+	trust := v.trust
+	switch v.action {
+	case newCA, rotateCA:
 		// The time in the name tells CAs apart in a bundle or a log.
-		if ca, err = localpki.NewCAValidFor(fmt.Sprintf("%s-ca@%d", m.cfg.CommonName, now.Unix()), now, m.cfg.CAValidity); err != nil {
-			return nil, err
+		next, err := localpki.NewCAValidFor(fmt.Sprintf("%s-ca@%d", m.cfg.CommonName, now.Unix()), now, m.cfg.CAValidity)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ca != nil {
+			trust = append([]*x509.Certificate{ca.Certificate()}, trust...)
+		}
+		ca = next
+		caKey, err := ca.KeyPEM()
+		if err != nil {
+			return nil, nil, err
+		}
+		data[CACertKey], data[CAKeyKey] = ca.CertPEM(), caKey
+		annotations[RotatedAtAnnotation] = ""
+		if v.action == rotateCA {
+			annotations[RotatedAtAnnotation] = now.UTC().Format(time.RFC3339)
 		}
 	}
-	hosts := slices.Clone(m.cfg.Hosts)
-	for _, h := range v.alsoCover {
-		if !slices.Contains(hosts, h) {
-			hosts = append(hosts, h)
+	data[CABundleKey] = bundlePEM(ca.Certificate(), trust)
+	switch {
+	case v.action == rotateCA && v.keepServing[0] != nil:
+		data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = v.keepServing[0], v.keepServing[1]
+	case v.action == newCA || v.action == issueServing:
+		hosts := slices.Clone(m.cfg.Hosts)
+		for _, h := range v.alsoCover {
+			if !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
 		}
+		// A certificate never outlives the CA that vouches for it.
+		validity := min(m.cfg.ServingValidity, ca.Certificate().NotAfter.Sub(now))
+		certPEM, keyPEM, err := ca.IssueServingValidFor(m.cfg.CommonName, hosts, now, validity)
+		if err != nil {
+			return nil, nil, err
+		}
+		data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey] = certPEM, keyPEM
 	}
-	certPEM, keyPEM, err := ca.IssueServingValidFor(m.cfg.CommonName, hosts, now, m.cfg.ServingValidity)
-	if err != nil {
-		return nil, err
+	return data, annotations, nil
+}
+
+// bundleOf is what secret says the caBundles must hold.
+func bundleOf(secret *corev1.Secret) []byte {
+	if b, ok := secret.Data[CABundleKey]; ok {
+		return b
 	}
-	caKey, err := ca.KeyPEM()
-	if err != nil {
-		return nil, err
-	}
-	return map[string][]byte{
-		CACertKey: ca.CertPEM(), CAKeyKey: caKey,
-		corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM,
-	}, nil
+	return secret.Data[CACertKey]
 }
 
 // load serves the Secret's key pair, telling listeners when it changed.
 func (m *Manager) load(secret *corev1.Secret) error {
-	certPEM, keyPEM, caPEM := secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], secret.Data[CACertKey]
-	if p := m.current.Load(); p != nil && bytes.Equal(p.certPEM, certPEM) && bytes.Equal(p.keyPEM, keyPEM) && bytes.Equal(p.caPEM, caPEM) {
+	certPEM, keyPEM, caPEM, bundle := secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], secret.Data[CACertKey], bundleOf(secret)
+	if p := m.current.Load(); p != nil && bytes.Equal(p.certPEM, certPEM) && bytes.Equal(p.keyPEM, keyPEM) && bytes.Equal(p.caPEM, caPEM) && bytes.Equal(p.bundlePEM, bundle) {
 		m.seenVersion.Store(secret.ResourceVersion)
 		return nil
 	}
@@ -364,12 +491,15 @@ func (m *Manager) load(secret *corev1.Secret) error {
 	if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
 		return fmt.Errorf("Secret %s: %w", m.cfg.Secret, err)
 	}
-	p := &servingPair{certPEM: certPEM, keyPEM: keyPEM, caPEM: caPEM, cert: &pair,
-		renewAt: renewalTime(pair.Leaf, m.cfg.ServingValidity)}
+	p := &servingPair{certPEM: certPEM, keyPEM: keyPEM, caPEM: caPEM, bundlePEM: bundle, cert: &pair}
+	if cas, err := certutil.ParseCertsPEM(caPEM); err == nil {
+		p.caNotAfter = cas[0].NotAfter
+	}
 	m.current.Store(p)
 	m.seenVersion.Store(secret.ResourceVersion)
 	m.log.Info("Serving certificate loaded", "serial", pair.Leaf.SerialNumber.Text(16),
-		"notAfter", pair.Leaf.NotAfter.UTC(), "renewAt", p.renewAt.UTC(), "dnsNames", pair.Leaf.DNSNames)
+		"notAfter", pair.Leaf.NotAfter.UTC(), "renewAt", renewalTime(pair.Leaf, m.cfg.ServingValidity).UTC(),
+		"issuer", pair.Leaf.Issuer.CommonName, "dnsNames", pair.Leaf.DNSNames)
 	m.mu.Lock()
 	listeners := slices.Clone(m.listeners)
 	m.mu.Unlock()
@@ -388,10 +518,11 @@ func (m *Manager) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	return p.cert, nil
 }
 
-// CABundle is the CA the served certificate chains to, PEM-encoded.
+// CABundle is what the caBundles get: the CAs clients must trust,
+// PEM-encoded, among them the one the served certificate chains to.
 func (m *Manager) CABundle() []byte {
 	if p := m.current.Load(); p != nil {
-		return p.caPEM
+		return p.bundlePEM
 	}
 	return nil
 }

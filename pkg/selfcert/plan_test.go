@@ -45,10 +45,12 @@ func secretOf(t *testing.T, ca, issuer *localpki.CA, servingHosts []string, issu
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "dockerios-system", Name: "dockerios-apiserver-tls"},
 		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{CACertKey: ca.CertPEM(), CAKeyKey: caKey,
+		Data: map[string][]byte{CACertKey: ca.CertPEM(), CAKeyKey: caKey, CABundleKey: ca.CertPEM(),
 			corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
 	}
 }
+
+var defaultPolicy = policy{hosts: hosts, caValidity: DefaultCAValidity, servingValidity: DefaultServingValidity, overlap: DefaultOverlap}
 
 func newCAAt(t *testing.T, at time.Time, validity time.Duration) *localpki.CA {
 	t.Helper()
@@ -123,10 +125,29 @@ func TestPlan(t *testing.T) {
 			s.Data[CACertKey], s.Data[CAKeyKey] = s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]
 			return s
 		}, newCA, "is not a CA", false},
-		{"CA within the renewal window of its end: replaced outright", func(t *testing.T) *corev1.Secret {
-			old := newCAAt(t, now.Add(-DefaultCAValidity+100*day), DefaultCAValidity)
+		{"CA within the renewal window of its end: rotated, the old one kept in the bundle", func(t *testing.T) *corev1.Secret {
+			old := newCAAt(t, now.Add(-DefaultCAValidity+1000*day), DefaultCAValidity)
 			return secretOf(t, old, old, hosts, now.Add(-day))
-		}, newCA, "the CA expires at", false},
+		}, rotateCA, "the CA expires at", false},
+		{"expired CA: replaced outright", func(t *testing.T) *corev1.Secret {
+			old := newCAAt(t, now.Add(-DefaultCAValidity-day), DefaultCAValidity)
+			return secretOf(t, old, old, hosts, now.Add(-day))
+		}, newCA, "the CA expired at", false},
+		{"no bundle (a Secret from before bundles): written", func(t *testing.T) *corev1.Secret {
+			s := fresh(t)
+			delete(s.Data, CABundleKey)
+			return s
+		}, rewriteBundle, "the Secret has no ca-bundle.crt", false},
+		{"a bundle without the CA: rewritten", func(t *testing.T) *corev1.Secret {
+			s := fresh(t)
+			s.Data[CABundleKey] = other.CertPEM()
+			return s
+		}, rewriteBundle, "ca-bundle.crt does not hold ca.crt", false},
+		{"a bundle with an expired CA: pruned", func(t *testing.T) *corev1.Secret {
+			s := fresh(t)
+			s.Data[CABundleKey] = append(s.Data[CABundleKey], newCAAt(t, now.Add(-2*day), day).CertPEM()...)
+			return s
+		}, rewriteBundle, "holds a CA that expired at", false},
 		{"CA from the future (clock skew beyond the backdating)", func(t *testing.T) *corev1.Secret {
 			ahead := newCAAt(t, now.Add(2*time.Hour), DefaultCAValidity)
 			return secretOf(t, ahead, ahead, hosts, now.Add(2*time.Hour))
@@ -146,7 +167,7 @@ func TestPlan(t *testing.T) {
 			// setup
 			secret := tc.secret(t)
 			// execute
-			v, err := plan(secret, hosts, now, DefaultServingValidity)
+			v, err := plan(secret, defaultPolicy, now)
 			// assert
 			if tc.wantErr {
 				require.Error(t, err)
@@ -164,11 +185,53 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// Through a CA rotation the serving certificate of the previous CA is
+// kept for the overlap, while the bundle trusts both; then it moves.
+func TestPlan_ServingCertificateMovesToTheNewCAAfterTheOverlap(t *testing.T) {
+	previous := newCAAt(t, now.Add(-300*day), DefaultCAValidity)
+	current := newCAAt(t, now.Add(-time.Minute), DefaultCAValidity)
+	stranger := newCAAt(t, now.Add(-time.Minute), DefaultCAValidity)
+	rotated := func(t *testing.T, issuer *localpki.CA, at time.Time, bundle ...*localpki.CA) *corev1.Secret {
+		s := secretOf(t, current, issuer, hosts, now.Add(-day))
+		s.Data[CABundleKey] = nil
+		for _, c := range bundle {
+			s.Data[CABundleKey] = append(s.Data[CABundleKey], c.CertPEM()...)
+		}
+		s.Annotations = map[string]string{RotatedAtAnnotation: at.Format(time.RFC3339)}
+		return s
+	}
+	for _, tc := range []struct {
+		name     string
+		secret   *corev1.Secret
+		want     action
+		moves    bool
+		wantNext time.Time
+	}{
+		{"within the overlap: kept", rotated(t, previous, now.Add(-time.Minute), current, previous), keep, false, now.Add(DefaultOverlap - time.Minute)},
+		{"after the overlap: moves", rotated(t, previous, now.Add(-DefaultOverlap), current, previous), issueServing, true, time.Time{}},
+		{"the previous CA no longer trusted: re-issued at once", rotated(t, previous, now.Add(-time.Minute), current), issueServing, false, time.Time{}},
+		{"a stranger's certificate: re-issued at once", rotated(t, stranger, now.Add(-time.Minute), current, previous), issueServing, false, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := plan(tc.secret, defaultPolicy, now)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want.String(), v.action.String(), v.reason)
+			assert.Equal(t, tc.moves, v.movesToNewCA)
+			if !tc.wantNext.IsZero() {
+				assert.Equal(t, tc.wantNext, v.next)
+			}
+			if v.action == issueServing {
+				assert.Equal(t, current.CertPEM(), v.ca.CertPEM(), "issued by the current CA")
+			}
+		})
+	}
+}
+
 func TestPlan_ReissueForMissingNameKeepsTheNamesItHad(t *testing.T) {
 	ca := newCAAt(t, now.Add(-day), DefaultCAValidity)
 	secret := secretOf(t, ca, ca, []string{"old.dockerios-system.svc", "10.0.0.1"}, now.Add(-day))
 
-	v, err := plan(secret, hosts, now, DefaultServingValidity)
+	v, err := plan(secret, defaultPolicy, now)
 
 	require.NoError(t, err)
 	assert.Equal(t, issueServing, v.action)

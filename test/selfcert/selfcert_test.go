@@ -42,6 +42,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -109,6 +110,7 @@ func TestSelfCert(t *testing.T) {
 	t.Run("ReplicasConvergeOnOneCertificateTheAPIServiceBundleVerifies", e.testReplicasConverge)
 	t.Run("WebhookBundleVerifiesTheControllersCertificate", e.testWebhookBundle)
 	t.Run("DueCertificateIsReissuedAndServedWithoutRestart", e.testRenewal)
+	t.Run("CARotatesWithAnOverlapAndNoHandshakeFails", e.testCARotation)
 	t.Run("SecretFoundIsKeptRepairedOrRefused", e.testSecretFound)
 	t.Run("DeletedSecretIsRemadeAndTheBundleFollows", e.testDeletedSecret)
 }
@@ -132,6 +134,17 @@ func (e *env) testReplicasConverge(t *testing.T) {
 	}
 	bundle := e.apiServiceBundle(t)
 	assert.Equal(t, string(secret.Data[selfcert.CACertKey]), string(bundle), "the APIService carries the Secret's CA")
+
+	// Each replica says when what it serves and its CA expire.
+	leaf, ca := parse(t, secret.Data[corev1.TLSCertKey]), parse(t, secret.Data[selfcert.CACertKey])
+	want := fmt.Sprintf(`# HELP %[1]s When the certificate this replica serves (certificate=serving) and the CA of its Secret (certificate=ca) expire, in seconds since the epoch.
+# TYPE %[1]s gauge
+%[1]s{certificate="ca",secret="%[2]s"} %[3]d
+%[1]s{certificate="serving",secret="%[2]s"} %[4]d
+`, selfcert.ExpiryMetric, apiServerSecret, ca.NotAfter.Unix(), leaf.NotAfter.Unix())
+	for i, r := range replicas {
+		assert.NoError(t, testutil.CollectAndCompare(r.Collector(), strings.NewReader(want)), "replica %d", i)
+	}
 
 	for i, r := range replicas {
 		addr := serve(t, r)
@@ -178,7 +191,7 @@ func (e *env) testRenewal(t *testing.T) {
 	// setup: certificates of six seconds, renewed with two left.
 	e.reset(t)
 	cfg := e.apiServerConfig(t)
-	cfg.ServingValidity = 6 * time.Second
+	cfg.ServingValidity, cfg.Overlap = 6*time.Second, time.Second
 	replicas := e.startReplicas(t, e.apiserverSA, cfg, 2)
 	addrs := []string{serve(t, replicas[0]), serve(t, replicas[1])}
 	bundle := e.apiServiceBundle(t)
@@ -209,6 +222,64 @@ func (e *env) testRenewal(t *testing.T) {
 	assert.Equal(t, string(bundle), string(e.apiServiceBundle(t)), "the CA stays")
 }
 
+func (e *env) testCARotation(t *testing.T) {
+	// setup: a CA of 36 s, replaced with 12 s left; serving certificates
+	// of 9 s; an overlap of 3 s.
+	e.reset(t)
+	cfg := e.apiServerConfig(t)
+	cfg.CAValidity, cfg.ServingValidity, cfg.Overlap = 36*time.Second, 9*time.Second, 3*time.Second
+	cfg.Resync = time.Second
+	replicas := e.startReplicas(t, e.apiserverSA, cfg, 2)
+	addrs := []string{serve(t, replicas[0]), serve(t, replicas[1])}
+	name := selfcert.ServiceDNSNames(apiServerService)[0]
+	first := e.secret(t, apiServerSecret)
+
+	// execute: a client keeps dialling both replicas, trusting what the
+	// APIService said a second before, as kube-apiserver's aggregator and
+	// webhook clients do through their informers' lag.
+	const lag = time.Second
+	type seen struct {
+		at     time.Time
+		bundle []byte
+	}
+	var history []seen
+	var failures []string
+	var dials int
+	deadline := time.Now().Add(45 * time.Second)
+	var rotated *corev1.Secret
+	for time.Now().Before(deadline) {
+		history = append(history, seen{time.Now(), e.apiServiceBundle(t)})
+		bundle := history[0].bundle
+		for _, h := range history {
+			if time.Since(h.at) >= lag {
+				bundle = h.bundle
+			}
+		}
+		for i, addr := range addrs {
+			dials++
+			if _, err := dial(addr, bundle, name); err != nil {
+				failures = append(failures, fmt.Sprintf("%s replica %d: %v", time.Now().Format(time.StampMilli), i, err))
+			}
+		}
+		if s := e.secret(t, apiServerSecret); rotated == nil && string(s.Data[selfcert.CACertKey]) != string(first.Data[selfcert.CACertKey]) {
+			rotated = s
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// assert
+	assert.Empty(t, failures, "of %d handshakes", dials)
+	require.NotNil(t, rotated, "the CA was rotated")
+	assert.Contains(t, string(rotated.Data[selfcert.CABundleKey]), string(first.Data[selfcert.CACertKey]), "the old CA stays trusted through the rotation")
+	assert.NotEmpty(t, rotated.Annotations[selfcert.RotatedAtAnnotation])
+	last := e.secret(t, apiServerSecret)
+	for i, addr := range addrs {
+		_, err := dial(addr, last.Data[selfcert.CACertKey], name)
+		assert.NoError(t, err, "replica %d serves a certificate of the newest CA", i)
+	}
+	t.Logf("%d handshakes through the rotation, trusting the bundle of %s before", dials, lag)
+}
+
 func (e *env) testSecretFound(t *testing.T) {
 	now := time.Now()
 	ca, err := localpki.NewCA("found-ca", now.Add(-300*24*time.Hour))
@@ -227,6 +298,11 @@ func (e *env) testSecretFound(t *testing.T) {
 		{"fresh: kept as it is", func(t *testing.T) *corev1.Secret {
 			return tlsSecret(t, ca, hosts, now.Add(-24*time.Hour))
 		}, "kept", ""},
+		{"from before bundles: the bundle is added, the CA and certificate kept", func(t *testing.T) *corev1.Secret {
+			s := tlsSecret(t, ca, hosts, now.Add(-24*time.Hour))
+			delete(s.Data, selfcert.CABundleKey)
+			return s
+		}, "bundle added", "the Secret has no ca-bundle.crt"},
 		{"300 days into a year: re-issued from the same CA", func(t *testing.T) *corev1.Secret {
 			return tlsSecret(t, ca, hosts, now.Add(-300*24*time.Hour))
 		}, "reissued", "less than 2920h0m0s from now"},
@@ -285,7 +361,11 @@ func (e *env) testSecretFound(t *testing.T) {
 				assert.Subset(t, leaf.DNSNames, hosts)
 			case "new CA":
 				assert.False(t, sameCA, "a new CA")
+			case "bundle added":
+				assert.True(t, sameCA, "the CA is kept")
+				assert.Equal(t, string(found.Data[corev1.TLSCertKey]), string(cert), "the certificate is kept")
 			}
+			assert.Equal(t, string(secret.Data[selfcert.CACertKey]), string(secret.Data[selfcert.CABundleKey]), "the bundle is the CA")
 			assert.Equal(t, string(secret.Data[selfcert.CACertKey]), string(e.apiServiceBundle(t)))
 			_, err = dial(serve(t, r), e.apiServiceBundle(t), hosts[0])
 			assert.NoError(t, err)
@@ -297,33 +377,51 @@ func (e *env) testSecretFound(t *testing.T) {
 func (e *env) testDeletedSecret(t *testing.T) {
 	// setup
 	e.reset(t)
-	replicas := e.startReplicas(t, e.apiserverSA, e.apiServerConfig(t), 2)
-	before := e.apiServiceBundle(t)
+	cfg := e.apiServerConfig(t)
+	cfg.Overlap = 10 * time.Second
+	replicas := e.startReplicas(t, e.apiserverSA, cfg, 2)
+	before := e.secret(t, apiServerSecret)
 	addrs := []string{serve(t, replicas[0]), serve(t, replicas[1])}
+	name := selfcert.ServiceDNSNames(apiServerService)[0]
 
 	// execute: someone deletes the Secret to start over.
 	require.NoError(t, e.admin.CoreV1().Secrets(namespace).Delete(context.Background(), apiServerSecret.Name, metav1.DeleteOptions{}))
 
-	// assert: a new CA, in the bundle, verifying what both replicas serve.
+	// assert: a new CA, trusted beside the old one, and meanwhile the
+	// replicas keep serving what the bundle already trusted; after the
+	// overlap they serve a certificate of the new CA.
+	var secret *corev1.Secret
 	framework.Eventually(t, 20*time.Second, func() string {
-		secret, err := e.admin.CoreV1().Secrets(namespace).Get(context.Background(), apiServerSecret.Name, metav1.GetOptions{})
+		var err error
+		secret, err = e.admin.CoreV1().Secrets(namespace).Get(context.Background(), apiServerSecret.Name, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
-		bundle := e.apiServiceBundle(t)
-		if string(bundle) == string(before) {
-			return "the APIService still has the old CA"
+		if string(secret.Data[selfcert.CACertKey]) == string(before.Data[selfcert.CACertKey]) {
+			return "the Secret has the old CA"
 		}
-		if string(bundle) != string(secret.Data[selfcert.CACertKey]) {
-			return "the APIService's bundle is not the Secret's CA"
+		return ""
+	})
+	bundle := secret.Data[selfcert.CABundleKey]
+	assert.Equal(t, string(secret.Data[selfcert.CACertKey])+string(before.Data[selfcert.CACertKey]), string(bundle), "the new CA, then the old")
+	assert.Equal(t, string(before.Data[corev1.TLSCertKey]), string(secret.Data[corev1.TLSCertKey]), "the certificate served is kept through the overlap")
+	for i, addr := range addrs {
+		_, err := dial(addr, before.Data[selfcert.CACertKey], name)
+		assert.NoError(t, err, "replica %d, within the overlap, serves what the old bundle trusts", i)
+	}
+	framework.Eventually(t, 20*time.Second, func() string {
+		if got := e.apiServiceBundle(t); string(got) != string(e.secret(t, apiServerSecret).Data[selfcert.CABundleKey]) {
+			return "the APIService's bundle is not the Secret's"
 		}
 		for i, addr := range addrs {
-			if _, err := dial(addr, bundle, selfcert.ServiceDNSNames(apiServerService)[0]); err != nil {
-				return fmt.Sprintf("replica %d: %v", i, err)
+			if _, err := dial(addr, e.secret(t, apiServerSecret).Data[selfcert.CACertKey], name); err != nil {
+				return fmt.Sprintf("replica %d does not serve a certificate of the new CA yet: %v", i, err)
 			}
 		}
 		return ""
 	})
+	assert.Contains(t, string(e.apiServiceBundle(t)), string(before.Data[selfcert.CACertKey]),
+		"the old CA stays trusted until it expires: a replica slow to follow still serves its certificate")
 }
 
 // reset deletes the Secrets and empties the bundles, as a fresh install
@@ -468,7 +566,7 @@ func tlsSecret(t *testing.T, ca *localpki.CA, hosts []string, issued time.Time) 
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: apiServerSecret.Namespace, Name: apiServerSecret.Name},
 		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{selfcert.CACertKey: ca.CertPEM(), selfcert.CAKeyKey: caKey,
+		Data: map[string][]byte{selfcert.CACertKey: ca.CertPEM(), selfcert.CAKeyKey: caKey, selfcert.CABundleKey: ca.CertPEM(),
 			corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key},
 	}
 }
