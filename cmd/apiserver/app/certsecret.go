@@ -22,6 +22,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/dockerios/dockerios/pkg/selfcert"
@@ -89,5 +90,7 @@ func (o *Options) configSelfCert(cfg *genericapiserver.RecommendedConfig) error 
 	if cfg.SecureServing != nil {
 		cfg.SecureServing.Cert = o.selfCert
 	}
+	// Beside the ledger's metrics on /metrics.
+	legacyregistry.RawMustRegister(o.selfCert.Collector())
 	return nil
 }

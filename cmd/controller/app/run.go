@@ -64,7 +64,7 @@ func Run(ctx context.Context, o *Options, logOut io.Writer) error {
 	servers := []*server{{name: "health", addr: o.HealthBindAddress, handler: health}}
 
 	if o.WebhookBindAddress != "" {
-		certs, err := webhookCerts(ctx, o, log)
+		certs, err := webhookCerts(ctx, o, log, registry)
 		if err != nil {
 			return err
 		}

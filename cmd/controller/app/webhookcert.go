@@ -23,6 +23,7 @@ import (
 	"log/slog"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 
@@ -36,7 +37,7 @@ import (
 // listens: until it has a key pair, handshakes fail and /readyz says not
 // ready, so no Service routes to this replica, while /healthz keeps the
 // kubelet from restarting it over a kube-apiserver that is slow to answer.
-func webhookCerts(ctx context.Context, o *Options, log *slog.Logger) (dynamiccertificates.CertKeyContentProvider, error) {
+func webhookCerts(ctx context.Context, o *Options, log *slog.Logger, reg prometheus.Registerer) (dynamiccertificates.CertKeyContentProvider, error) {
 	if o.WebhookCertSecret == "" {
 		certs, err := dynamiccertificates.NewDynamicServingContentFromFiles("webhook-serving", o.certFile(), o.keyFile())
 		if err != nil {
@@ -76,6 +77,7 @@ func webhookCerts(ctx context.Context, o *Options, log *slog.Logger) (dynamiccer
 	if err != nil {
 		return nil, err
 	}
+	reg.MustRegister(certs.Collector())
 	go func() {
 		if err := certs.Start(ctx); err != nil {
 			log.Error("no webhook serving certificate", "err", err)
