@@ -48,9 +48,6 @@ var externalMetrics = map[string]string{
 	"aggregator_unavailable_apiservice": "kube-apiserver (its aggregator)",
 	"up":                                "Prometheus, per scrape target",
 	"process_resident_memory_bytes":     "client_golang's process collector, in the controller and (through component-base) the apiserver",
-	// The certificates' expiry is being added to pkg/selfcert; once it
-	// registers the metric, the source scan finds it and this entry can go.
-	"dockerios_certificate_expiry_timestamp_seconds": "pkg/selfcert (being added)",
 }
 
 // registeredMetrics are the names of the metrics DockerIOS's code

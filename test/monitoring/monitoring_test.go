@@ -175,8 +175,8 @@ func TestMonitoring_ServiceMonitorsScrapeWhatTheInstallServes(t *testing.T) {
 				secret, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "secret", "name")
 				key, _, _ := unstructured.NestedString(ep, "tlsConfig", "ca", "secret", "key")
 				args := deploymentArgs(t, install, svc.Namespace, "dockerios-apiserver")
-				if want := "--cert-secret=" + sm.GetNamespace() + "/" + secret; !slices.Contains(args, want) || key != "ca.crt" {
-					t.Errorf("CA from Secret %s key %s; the apiserver keeps its CA in ca.crt of %v", secret, key, args)
+				if want := "--cert-secret=" + sm.GetNamespace() + "/" + secret; !slices.Contains(args, want) || key != "ca-bundle.crt" {
+					t.Errorf("CA from Secret %s key %s; the apiserver keeps the CAs to trust in ca-bundle.crt of %v", secret, key, args)
 				}
 				if ep["scheme"] != "https" || ep["bearerTokenFile"] == nil {
 					t.Errorf("scheme %v, bearerTokenFile %v: the apiserver wants https and a token", ep["scheme"], ep["bearerTokenFile"])
