@@ -19,7 +19,9 @@ package selfcert
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -49,4 +51,21 @@ func ParseNamespacedName(s string) (types.NamespacedName, error) {
 		return types.NamespacedName{}, fmt.Errorf("name %q: %s", name, strings.Join(errs, "; "))
 	}
 	return types.NamespacedName{Namespace: namespace, Name: name}, nil
+}
+
+// Validity is Config's CAValidity, ServingValidity and Overlap, as flags.
+type Validity struct {
+	CA, Serving, Overlap time.Duration
+}
+
+// AddHiddenFlags adds PREFIX{ca-validity,validity,overlap} to fs, hidden:
+// the defaults are what a cluster wants; tests shorten them to watch a
+// rotation happen.
+func (v *Validity) AddHiddenFlags(fs *pflag.FlagSet, prefix string) {
+	fs.DurationVar(&v.CA, prefix+"ca-validity", v.CA, "Validity of a new CA (default "+DefaultCAValidity.String()+").")
+	fs.DurationVar(&v.Serving, prefix+"validity", v.Serving, "Validity of a new serving certificate (default "+DefaultServingValidity.String()+").")
+	fs.DurationVar(&v.Overlap, prefix+"overlap", v.Overlap, "How long a new CA is trusted beside the old one before serving certificates move to it (default "+DefaultOverlap.String()+").")
+	for _, name := range []string{"ca-validity", "validity", "overlap"} {
+		_ = fs.MarkHidden(prefix + name)
+	}
 }

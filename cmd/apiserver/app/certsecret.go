@@ -83,6 +83,7 @@ func (o *Options) configSelfCert(cfg *genericapiserver.RecommendedConfig) error 
 		Hosts:      append(selfcert.ServiceDNSNames(service), o.ServingCertHosts...),
 		Targets:    targets,
 		Log:        klog.Background().WithName("selfcert"),
+		CAValidity: o.CertValidity.CA, ServingValidity: o.CertValidity.Serving, Overlap: o.CertValidity.Overlap,
 	})
 	if err != nil {
 		return err

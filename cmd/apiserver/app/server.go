@@ -118,6 +118,9 @@ type Options struct {
 	Service string
 	// APIServices get the CertSecret's CA in their caBundle.
 	APIServices []string
+	// CertValidity is the CertSecret's validities and CA overlap; zero
+	// means selfcert's defaults. Hidden flags: only tests shorten them.
+	CertValidity selfcert.Validity
 
 	// Logs is the log format and verbosity (--logging-format, -v). JSON by
 	// default, like the controller's and the embedded etcd's, so one
@@ -194,6 +197,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CertSecret, "cert-secret", o.CertSecret, "NAMESPACE/NAME of a kubernetes.io/tls Secret in which the server keeps a CA and its serving certificate, creating it if absent and renewing the certificate at two thirds of its one-year life, shared by every replica; the key pair is served from memory and follows the Secret without a restart. Replaces --tls-cert-file and --cert-dir; needs kube-apiserver (--kubeconfig or in-cluster).")
 	fs.StringVar(&o.Service, "service", o.Service, "NAMESPACE/NAME of the Service the APIServices route to; with --cert-secret, the serving certificate covers NAME.NAMESPACE.svc (the name kube-apiserver's aggregator checks) and NAME.NAMESPACE.svc.cluster.local.")
 	fs.StringSliceVar(&o.APIServices, "apiservice", o.APIServices, "APIService (e.g. v1alpha1.dockerios.io) whose spec.caBundle the server keeps equal to --cert-secret's CA; repeatable.")
+	o.CertValidity.AddHiddenFlags(fs, "cert-")
 	fs.DurationVar(&o.IdentityRepairInterval, "identity-repair-interval", o.IdentityRepairInterval, "How often the identity ledger is audited against the identities and machines, and drift repaired (also once at start).")
 }
 

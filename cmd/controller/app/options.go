@@ -29,6 +29,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dockerios/dockerios/pkg/controller/machine"
+	"github.com/dockerios/dockerios/pkg/selfcert"
 )
 
 // Options are the controller's flags.
@@ -52,6 +53,10 @@ type Options struct {
 	// HealthBindAddress serves /healthz and /readyz over plain HTTP for
 	// the kubelet's probes.
 	HealthBindAddress string
+	// WebhookCertValidity is the WebhookCertSecret's validities and CA
+	// overlap; zero means selfcert's defaults. Hidden flags: only tests
+	// shorten them.
+	WebhookCertValidity selfcert.Validity
 	// LogLevel is slog's level name.
 	LogLevel string
 	// LogFormat is json (one object per line, like the apiserver's and
@@ -133,6 +138,7 @@ func (o *Options) Parse(args []string) error {
 		"MutatingWebhookConfiguration whose webhooks' caBundle the controller keeps equal to --webhook-cert-secret's CA; empty injects nothing")
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress,
 		"host:port serving /healthz and /readyz over HTTP")
+	o.WebhookCertValidity.AddHiddenFlags(fs, "webhook-cert-")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", o.LogFormat, "json (one object per line) or text (key=value, for a terminal)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig reaching kube-apiserver; empty means in-cluster")

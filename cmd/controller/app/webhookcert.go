@@ -73,6 +73,7 @@ func webhookCerts(ctx context.Context, o *Options, log *slog.Logger, reg prometh
 		Hosts:      selfcert.ServiceDNSNames(service),
 		Targets:    targets,
 		Log:        logr.FromSlogHandler(log.With("component", "webhook-certificate").Handler()),
+		CAValidity: o.WebhookCertValidity.CA, ServingValidity: o.WebhookCertValidity.Serving, Overlap: o.WebhookCertValidity.Overlap,
 	})
 	if err != nil {
 		return nil, err
