@@ -68,8 +68,9 @@ type loopStats struct {
 	failed map[string]int
 	// outage is the longest run of failed attempts, first to last.
 	outage time.Duration
-	// released are the machines the loop's claims were bound to: the
-	// pool deletes and replaces each when its claim goes.
+	// released are the machines the loop's claims were bound to, at
+	// their create or later: the pool deletes and replaces each when its
+	// claim goes.
 	released map[string]bool
 	// finished is closed when the loop has stopped.
 	finished chan struct{}
@@ -136,12 +137,32 @@ func (f *Fleet) clientLoop(stop <-chan struct{}) *loopStats {
 				return err
 			})
 			time.Sleep(300 * time.Millisecond)
+			// A claim left Pending by its create may be bound since (a
+			// machine came free): the machine it holds when it is deleted
+			// is released, so the delete is conditional on the state read.
 			attempt(func(ctx context.Context) error {
-				err := claims.Delete(ctx, name, metav1.DeleteOptions{})
-				if apierrors.IsNotFound(err) {
-					return nil
+				for {
+					cl, err := claims.Get(ctx, name, metav1.GetOptions{})
+					if apierrors.IsNotFound(err) {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					if cl.Status.MachineName != "" {
+						s.mu.Lock()
+						s.released[cl.Status.MachineName] = true
+						s.mu.Unlock()
+					}
+					err = claims.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &cl.ResourceVersion}})
+					switch {
+					case apierrors.IsNotFound(err):
+						return nil
+					case apierrors.IsConflict(err):
+						continue // changed since read (bound): read again
+					}
+					return err
 				}
-				return err
 			})
 		}
 	}()
