@@ -1369,6 +1369,14 @@ func machineWaits(m *dockerio.MacOSMachine) bool {
 	return m.Status.IdentityRef == nil && m.Status.Phase != dockerio.MachineFailed
 }
 
+// machineNeedsIdentity is a waiting machine that is not being deleted: a
+// machine being torn down still counts as pending in its pool's status
+// (its queue entry goes when the queue next meets it) but no longer needs
+// an identity, and a hand-off passes over it.
+func machineNeedsIdentity(m *dockerio.MacOSMachine) bool {
+	return machineWaits(m) && m.DeletionTimestamp == nil
+}
+
 // violations lists every invariant the snapshot breaks (but pool counts,
 // which are written a moment after each change).
 func (s *modelSnapshot) violations() []string {
@@ -1444,7 +1452,7 @@ func (s *modelSnapshot) violations() []string {
 		}
 	}
 	for _, m := range s.machines {
-		if machineWaits(m) {
+		if machineNeedsIdentity(m) {
 			p := modelClassPool[m.Spec.ClassName]
 			waiting[p] = append(waiting[p], m.Name)
 		}
@@ -1755,7 +1763,7 @@ func (w *handoffWatcher) apply(ctx context.Context, evs []*clientv3.Event) {
 		pool := modelClassPool[w.machines[w.h.res.machines.Key(modelNS, s.name)].m.Spec.ClassName]
 		var older []string
 		for _, o := range w.machines {
-			if o.createRev < s.createRev && machineWaits(o.m) && modelClassPool[o.m.Spec.ClassName] == pool {
+			if o.createRev < s.createRev && machineNeedsIdentity(o.m) && modelClassPool[o.m.Spec.ClassName] == pool {
 				older = append(older, fmt.Sprintf("%s (created at revision %d)", o.m.Name, o.createRev))
 			}
 		}
