@@ -174,7 +174,7 @@ func v1alpha1Storage(opts generic.RESTOptionsGetter, l ledgers, authz authorizer
 	if err != nil {
 		return nil, fmt.Errorf("macosimages: %w", err)
 	}
-	identityPool, err := identitypoolstorage.NewStorage(opts)
+	identityPool, err := identitypoolstorage.NewStorage(opts, l.identities)
 	if err != nil {
 		return nil, fmt.Errorf("macosidentitypools: %w", err)
 	}
@@ -201,6 +201,7 @@ func v1alpha1Storage(opts generic.RESTOptionsGetter, l ledgers, authz authorizer
 		"macosimages/status":         image.Status,
 		"macosidentitypools":         identityPool.Pool,
 		"macosidentitypools/status":  identityPool.Status,
+		"macosidentitypools/hold":    identityPool.Hold,
 		"macosidentities":            identity.Identity,
 		"macosidentities/status":     identity.Status,
 		"macosmachines":              machine.Machine,

@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,6 +40,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
 	"github.com/dockerios/dockerios/pkg/identity"
 	"github.com/dockerios/dockerios/pkg/registry/defaultstrategy"
@@ -101,15 +104,19 @@ type identityStatusStrategy struct {
 // StatusStrategy is the logic for writes to macosidentities/status. The
 // allocation is written only by the allocator, in the same etcd transaction
 // as the machine that takes or gives back the identity; a status write can
-// never move an identity between machines. The conditions are the identity
+// never move an identity between machines. Quarantined is the identity
 // ledger repair's: a status write can neither quarantine an identity nor
-// lift a quarantine, which would let a duplicate be allocated.
+// lift a quarantine, which would let a duplicate be allocated. The one
+// condition a status write sets is HeldOutsideLedger: the controller, which
+// alone sees the VMs that run, reports an identity in use by a VM the
+// ledger does not know of (and that it is gone again); the identity ledger
+// takes the identity off, or puts it back on, its pool's free list in the
+// same transaction.
 var StatusStrategy = identityStatusStrategy{Strategy}
 
 func (identityStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	return defaultstrategy.StatusResetFields(
 		fieldpath.MakePathOrDie("status", "allocation"),
-		fieldpath.MakePathOrDie("status", "conditions"),
 	)
 }
 
@@ -118,7 +125,15 @@ func (identityStatusStrategy) PrepareForUpdate(_ context.Context, obj, old runti
 	id.Spec = oldID.Spec
 	defaultstrategy.KeepMetadataOnStatusWrite(id, oldID)
 	id.Status.Allocation = oldID.Status.Allocation
-	id.Status.Conditions = oldID.Status.Conditions
+	conditions := append([]metav1.Condition(nil), oldID.Status.Conditions...)
+	if c := meta.FindStatusCondition(id.Status.Conditions, v1alpha1.IdentityHeldOutsideLedger); c != nil {
+		// SetStatusCondition keeps the transition time of an unchanged
+		// status, and stamps a changed one that came without.
+		meta.SetStatusCondition(&conditions, *c)
+	} else {
+		meta.RemoveStatusCondition(&conditions, v1alpha1.IdentityHeldOutsideLedger)
+	}
+	id.Status.Conditions = conditions
 }
 
 func (identityStatusStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {

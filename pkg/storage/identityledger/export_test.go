@@ -60,3 +60,7 @@ func (l *Ledger) PretendFreeView(pool string, c PoolCounts, rev int64) {
 func (l *Ledger) UpdatePoolStatus(ctx context.Context, pool string) error {
 	return l.updatePoolStatus(ctx, pool)
 }
+
+// StoragePrefix is the storage prefix the ledger's keys live under, as
+// RaiseRestoreHolds is given it by a restore.
+func (l *Ledger) StoragePrefix() string { return l.identities.StoragePrefix() }

@@ -19,6 +19,7 @@ package identityledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -54,6 +55,10 @@ type Hold struct {
 
 // ReasonRestored is the reason of a hold raised by a restore.
 const ReasonRestored = "Restored"
+
+// PoolOnHold is the MacOSIdentityPool condition that is True, with the
+// hold's reason and message, while the pool is on hold.
+const PoolOnHold = "OnHold"
 
 func holdsRoot(storagePrefix string) string { return storagePrefix + "dockerios.io/identity-holds/" }
 
@@ -149,6 +154,11 @@ func (l *Ledger) LiftHold(ctx context.Context, pool string) (bool, error) {
 	// own conditional transaction.
 	if _, err := l.Repair(ctx); err != nil {
 		return true, fmt.Errorf("hold on pool %s lifted, but giving its identities back failed (the next repair pass retries): %w", pool, err)
+	}
+	// The status says OnHold until it is written again; a pool with no
+	// free identity would see no other change that writes it.
+	if err := l.updatePoolStatus(ctx, pool); err != nil && !errors.Is(err, errViewBehind) {
+		return true, err
 	}
 	return true, nil
 }

@@ -68,6 +68,9 @@ func (s *identityStorage) GuaranteedUpdate(ctx context.Context, key string, dest
 	// deletion; decided (refuseMarkingHeld) and then taken over
 	// (takeOffFreeList) on each attempt, in that order.
 	marking := false
+	// outside says the update changes whether a free identity is held
+	// outside the ledger (see outsideWrite).
+	outside := false
 	refuseMarkingHeld := func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
 		// Noted first: the store marks a deletion on the object it is
 		// given, so input may carry it once tryUpdate returns.
@@ -88,13 +91,18 @@ func (s *identityStorage) GuaranteedUpdate(ctx context.Context, key string, dest
 			return nil, nil, heldError(updated.Name, heldBy)
 		}
 		marking = ok && unmarked && updated.DeletionTimestamp != nil
+		outside = ok && old != nil && updated.Status.Allocation == nil && updated.DeletionTimestamp == nil &&
+			heldOutsideLedger(old) != heldOutsideLedger(updated)
 		return output, ttl, nil
 	}
 	takeOffFreeList := func(_, output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
-		if !marking {
-			return nil
+		switch {
+		case marking:
+			return s.markFree(output.(*dockerio.MacOSIdentity), rev)
+		case outside:
+			return s.outsideWrite(output.(*dockerio.MacOSIdentity), rev)
 		}
-		return s.markFree(output.(*dockerio.MacOSIdentity), rev)
+		return nil
 	}
 	return door.Updater{Inner: s.Interface, Create: s.Create, Intercept: takeOffFreeList, Copy: s.l.identities.Copy}.
 		GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, refuseMarkingHeld, cachedExistingObject)
@@ -165,10 +173,19 @@ func (s *identityStorage) Create(ctx context.Context, key string, obj, out runti
 	}
 	pool := id.Spec.PoolName
 	values := uniqueValues(&id.Spec)
+	// A pool on hold takes new identities but gives none out until the
+	// hold is lifted: a value imported again after a restore may be one a
+	// running VM still uses.
+	hold, _, err := l.hold(ctx, pool)
+	if err != nil {
+		return err
+	}
 	for range l.attempts(ctx) {
-		next, err := l.oldestWaiting(ctx, pool)
-		if err != nil {
-			return err
+		var next *waitingMachine
+		if hold == nil {
+			if next, err = l.oldestWaiting(ctx, pool); err != nil {
+				return err
+			}
 		}
 		var tx txn.Txn
 		tx.IfAbsent(idKey).ReadOnFailure(idKey)
@@ -178,9 +195,11 @@ func (s *identityStorage) Create(ctx context.Context, key string, obj, out runti
 		}
 		tx.Put(l.keys.member(pool, id.Name), "")
 		stored := id
-		if next == nil {
+		switch {
+		case hold != nil:
+		case next == nil:
 			tx.IfNothingUnder(l.keys.pendingPrefix(pool)).Put(l.keys.free(pool, id.Name), "")
-		} else {
+		default:
 			n := next.machine
 			nKey := l.machines.Key(n.Namespace, n.Name)
 			tx.IfUnchanged(nKey, next.machineRev).IfUnchanged(next.pendingKey, next.pendingRev)

@@ -208,10 +208,10 @@ func allocatable(id *dockerio.MacOSIdentity) bool {
 }
 
 // withheld says whether an identity is given to no machine, held or not: a
-// duplicate (quarantined) until a person resolves it, or one marked for
-// deletion, which is going away.
+// duplicate (quarantined) until a person resolves it, one a VM unknown to
+// the ledger runs with, or one marked for deletion, which is going away.
 func withheld(id *dockerio.MacOSIdentity) bool {
-	return isQuarantined(id) || id.DeletionTimestamp != nil
+	return isQuarantined(id) || heldOutsideLedger(id) || id.DeletionTimestamp != nil
 }
 
 // readIdentity reads an identity and the revision it was last written at.
@@ -519,6 +519,18 @@ func (l *Ledger) release(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMach
 		return nil, err
 	}
 	pool := id.Spec.PoolName
+	hold, _, err := l.hold(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	if hold != nil {
+		// Released, but neither onto the free list nor to a waiting
+		// machine until the pool's hold is lifted.
+		released := id.DeepCopy()
+		released.Status.Allocation = nil
+		err := tx.WriteObject(ctx, l.identities, idKey, released)
+		return nil, err
+	}
 	next, err := l.oldestWaiting(ctx, pool)
 	if err != nil {
 		return nil, err

@@ -173,10 +173,24 @@ func (l *Ledger) updatePoolStatus(ctx context.Context, pool string) error {
 		if c.Free == 0 {
 			exhausted.Status, exhausted.Reason, exhausted.Message = metav1.ConditionTrue, "NoFreeIdentity", "every identity is held; new machines wait until one is freed or added"
 		}
+		hold, _, err := l.hold(ctx, pool)
+		if err != nil {
+			return err
+		}
+		onHold := metav1.Condition{Type: PoolOnHold, Status: metav1.ConditionFalse, Reason: "NotHeld",
+			Message: "free identities are given to machines", ObservedGeneration: p.Generation,
+			LastTransitionTime: metav1.NewTime(l.clock.Now())}
+		if hold != nil {
+			onHold.Status, onHold.Reason, onHold.Message = metav1.ConditionTrue, hold.Reason,
+				hold.Message+"; no identity is given to a machine until the controller has compared the VMs that run with the ledger and lifted the hold (DELETE macosidentitypools/"+pool+"/hold)"
+			exhausted.Status, exhausted.Reason, exhausted.Message = metav1.ConditionTrue, "OnHold", "the pool is on hold; new machines wait until the hold is lifted"
+		}
 		meta.SetStatusCondition(&updated.Status.Conditions, exhausted)
+		meta.SetStatusCondition(&updated.Status.Conditions, onHold)
 		if updated.Status.Total == p.Status.Total && updated.Status.Free == p.Status.Free &&
 			updated.Status.Allocated == p.Status.Allocated && updated.Status.Pending == p.Status.Pending &&
-			meta.IsStatusConditionPresentAndEqual(p.Status.Conditions, exhausted.Type, exhausted.Status) {
+			meta.IsStatusConditionPresentAndEqual(p.Status.Conditions, exhausted.Type, exhausted.Status) &&
+			meta.IsStatusConditionPresentAndEqual(p.Status.Conditions, onHold.Type, onHold.Status) {
 			return nil
 		}
 		if asOf != 0 && asOf < rev {

@@ -40,7 +40,7 @@ import (
 // nothing put), a release (a free key put again).
 func TestRunPoolStatus_CountsFollowAllocationAndRelease(t *testing.T) {
 	e := newEnv(t)
-	pools, err := poolstorage.NewStorage(e.getter)
+	pools, err := poolstorage.NewStorage(e.getter, e.ledger)
 	require.NoError(t, err)
 	t.Cleanup(pools.Pool.DestroyFunc)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -86,7 +86,7 @@ func TestRunPoolStatus_CountsFollowAllocationAndRelease(t *testing.T) {
 // down), the counts are read from etcd.
 func TestRunPoolStatus_CountsInEtcdWithoutTheFreeView(t *testing.T) {
 	e := newEnv(t)
-	pools, err := poolstorage.NewStorage(e.getter)
+	pools, err := poolstorage.NewStorage(e.getter, e.ledger)
 	require.NoError(t, err)
 	t.Cleanup(pools.Pool.DestroyFunc)
 	e.addIdentity(t, e.nextIdentity())
@@ -142,7 +142,7 @@ func TestFreeView_CountsAsEtcdDoes(t *testing.T) {
 // replica's, with newer counts) does not write its older counts over it.
 func TestUpdatePoolStatus_NeverWritesCountsOlderThanThePoolsLastWrite(t *testing.T) {
 	e := newEnv(t)
-	pools, err := poolstorage.NewStorage(e.getter)
+	pools, err := poolstorage.NewStorage(e.getter, e.ledger)
 	require.NoError(t, err)
 	t.Cleanup(pools.Pool.DestroyFunc)
 	e.addIdentity(t, e.nextIdentity())

@@ -38,7 +38,7 @@ import (
 // (total, free, allocated, pending).
 func poolStatus(t *testing.T, e *env) func() []int32 {
 	t.Helper()
-	pools, err := poolstorage.NewStorage(e.getter)
+	pools, err := poolstorage.NewStorage(e.getter, e.ledger)
 	require.NoError(t, err)
 	t.Cleanup(pools.Pool.DestroyFunc)
 	return func() []int32 {

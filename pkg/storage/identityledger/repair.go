@@ -92,6 +92,7 @@ type snapshot struct {
 	classes    map[string]*dockerio.MacOSMachineClass
 	pools      map[string]*dockerio.MacOSIdentityPool
 	index      map[string]txn.KeyValue
+	holds      map[string]*Hold // pools on hold, by name
 }
 
 // pool returns the pool named name, or a reference to it when it is gone,
@@ -163,6 +164,9 @@ func (l *Ledger) read(ctx context.Context) (*snapshot, error) {
 	}
 	for _, kv := range resp.Kvs {
 		s.index[string(kv.Key)] = txn.KeyValue{Value: kv.Value, ModRevision: kv.ModRevision, CreateRevision: kv.CreateRevision}
+	}
+	if s.holds, err = l.holds(ctx, at); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -243,8 +247,10 @@ func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
 		}
 		// An identity marked for deletion is on no free list: an entry
 		// left for it is an orphan, removed below.
-		deleting := id.DeletionTimestamp != nil
-		if a == nil && !deleting {
+		// Nor is one a VM unknown to the ledger runs with, nor one of a
+		// pool on hold after a restore.
+		offList := id.DeletionTimestamp != nil || heldOutsideLedger(id) || s.holds[pool] != nil
+		if a == nil && !offList {
 			expected[freeKey] = true
 		}
 		if isQuarantined(id) {
@@ -252,7 +258,7 @@ func (l *Ledger) Audit(ctx context.Context) ([]Drift, error) {
 			continue
 		}
 		switch {
-		case a == nil && deleting:
+		case a == nil && offList:
 		case a == nil && !onFreeList && !claimed[name]:
 			drifts = append(drifts, l.missingFreeDrift(id, idRev))
 		case a == nil && onFreeList && !claimed[name]:
@@ -478,8 +484,12 @@ func (l *Ledger) returnToPool(ctx context.Context, id *dockerio.MacOSIdentity, i
 	}
 	pool := id.Spec.PoolName
 	idKey := l.identities.Key("", id.Name)
+	hold, _, err := l.hold(ctx, pool)
+	if err != nil {
+		return false, err
+	}
 	var next *waitingMachine
-	if id.DeletionTimestamp == nil {
+	if !withheld(id) && hold == nil {
 		var err error
 		if next, err = l.oldestWaiting(ctx, pool); err != nil {
 			return false, err
@@ -490,8 +500,9 @@ func (l *Ledger) returnToPool(ctx context.Context, id *dockerio.MacOSIdentity, i
 	extra(&tx)
 	stored := id
 	switch {
-	case id.DeletionTimestamp != nil:
-		// Going away: written released, but given to nobody.
+	case withheld(id) || hold != nil:
+		// Going away, in use by a VM the ledger does not know, or its
+		// pool on hold: written released, but given to nobody.
 	case next == nil:
 		tx.IfNothingUnder(l.keys.pendingPrefix(pool)).Put(l.keys.free(pool, id.Name), "")
 	default:

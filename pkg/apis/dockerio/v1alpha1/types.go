@@ -458,7 +458,11 @@ type MacOSIdentityStatus struct {
 	// quarantined identity is never given to a machine, and one already held
 	// stays with its machine. Written only by the apiserver's identity
 	// ledger repair, which sets it False (reason Resolved) once a person has
-	// deleted the duplicates.
+	// deleted the duplicates. HeldOutsideLedger is True while a VM the
+	// ledger does not record as the holder runs with the identity (after a
+	// restore of an older snapshot); the identity is given to no machine
+	// until the controller sets it False, once that VM is gone. It is the
+	// one condition a write to macosidentities/status sets.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -472,6 +476,22 @@ const (
 	// IdentityQuarantined is True (reason DuplicateValue) while another
 	// identity shares one of this identity's values.
 	IdentityQuarantined = "Quarantined"
+	// IdentityHeldOutsideLedger is True (reason InUseByUnrecordedVM) while
+	// a VirtualMachine, VMI or identity Secret the controller made runs
+	// with this identity's values for a machine the ledger does not record
+	// as the identity's holder: after a restore of an older snapshot, the
+	// ledger can believe free an identity a running VM uses. Such an
+	// identity is given to no machine and, while the condition holds, to
+	// no VM; the controller sets it False (reason HolderGone) once the
+	// VM is gone. The VM itself is never deleted by DockerIOS. Written
+	// only through macosidentities/status, by the controller.
+	IdentityHeldOutsideLedger = "HeldOutsideLedger"
+)
+
+// Reasons of a MacOSIdentity's HeldOutsideLedger condition.
+const (
+	ReasonInUseByUnrecordedVM = "InUseByUnrecordedVM"
+	ReasonHolderGone          = "HolderGone"
 )
 
 // IdentityAllocation names the machine holding an identity.

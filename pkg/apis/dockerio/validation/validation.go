@@ -384,6 +384,7 @@ func ValidateMacOSIdentityStatusUpdate(id, old *dockerio.MacOSIdentity) field.Er
 			allErrs = append(allErrs, field.Required(p.Child("machineUID"), ""))
 		}
 	}
+	allErrs = append(allErrs, metav1validation.ValidateConditions(id.Status.Conditions, field.NewPath("status", "conditions"))...)
 	return allErrs
 }
 

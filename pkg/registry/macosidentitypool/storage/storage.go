@@ -38,6 +38,7 @@ type REST struct {
 type IdentityPoolStorage struct {
 	Pool   *REST
 	Status *statusrest.REST
+	Hold   *HoldREST
 }
 
 var (
@@ -46,7 +47,7 @@ var (
 )
 
 // NewStorage returns the storage of macosidentitypools and their status.
-func NewStorage(optsGetter generic.RESTOptionsGetter) (IdentityPoolStorage, error) {
+func NewStorage(optsGetter generic.RESTOptionsGetter, lifter HoldLifter) (IdentityPoolStorage, error) {
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &dockerio.MacOSIdentityPool{} },
 		NewListFunc:               func() runtime.Object { return &dockerio.MacOSIdentityPoolList{} },
@@ -64,7 +65,7 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (IdentityPoolStorage, erro
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: macosidentitypool.GetAttrs}); err != nil {
 		return IdentityPoolStorage{}, err
 	}
-	return IdentityPoolStorage{Pool: &REST{store}, Status: statusrest.New(store, macosidentitypool.StatusStrategy)}, nil
+	return IdentityPoolStorage{Pool: &REST{store}, Status: statusrest.New(store, macosidentitypool.StatusStrategy), Hold: &HoldREST{pools: store, lifter: lifter}}, nil
 }
 
 // ShortNames lets `kubectl get mipool` work.

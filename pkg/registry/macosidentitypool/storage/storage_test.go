@@ -40,7 +40,7 @@ import (
 func newStorage(t *testing.T) IdentityPoolStorage {
 	t.Helper()
 	opts, _ := registrytest.NewRESTOptions(t, "macosidentitypools")
-	s, err := NewStorage(opts)
+	s, err := NewStorage(opts, nil)
 	require.NoError(t, err)
 	t.Cleanup(s.Pool.DestroyFunc)
 	return s
