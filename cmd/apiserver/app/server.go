@@ -122,6 +122,9 @@ type Options struct {
 	// means selfcert's defaults. Hidden flags: only tests shorten them.
 	CertValidity selfcert.Validity
 
+	// Ledger is the ledger's marker and backups (ledger_options.go).
+	Ledger LedgerOptions
+
 	// Logs is the log format and verbosity (--logging-format, -v). JSON by
 	// default, like the controller's and the embedded etcd's, so one
 	// collector parses every DockerIOS pod; text is there for a person at
@@ -146,6 +149,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		ErrOut:                 errOut,
 	}
 	o.Logs.Format = logsapi.JSONLogFormat
+	o.Ledger = NewLedgerOptions()
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
 	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
 	// No watch cache of identities (see DefaultWatchCacheSizes);
@@ -183,6 +187,9 @@ Without --etcd-servers it runs an embedded etcd in --data-dir.`,
 	}
 	cmd.SetContext(ctx)
 	cmd.SetVersionTemplate("{{.Version}}\n")
+	// `dockerios-apiserver ledger ...`: the server's flags are its own
+	// (cmd.Flags), so they neither reach nor take the subcommand's.
+	cmd.AddCommand(newLedgerCommand(o.Out, o.ErrOut))
 	o.AddFlags(cmd.Flags())
 	return cmd
 }
@@ -198,6 +205,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Service, "service", o.Service, "NAMESPACE/NAME of the Service the APIServices route to; with --cert-secret, the serving certificate covers NAME.NAMESPACE.svc (the name kube-apiserver's aggregator checks) and NAME.NAMESPACE.svc.cluster.local.")
 	fs.StringSliceVar(&o.APIServices, "apiservice", o.APIServices, "APIService (e.g. v1alpha1.dockerios.io) whose spec.caBundle the server keeps equal to --cert-secret's CA; repeatable.")
 	o.CertValidity.AddHiddenFlags(fs, "cert-")
+	o.Ledger.AddFlags(fs)
 	fs.DurationVar(&o.IdentityRepairInterval, "identity-repair-interval", o.IdentityRepairInterval, "How often the identity ledger is audited against the identities and machines, and drift repaired (also once at start).")
 }
 
@@ -235,6 +243,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--identity-repair-interval must be positive, not %s", o.IdentityRepairInterval))
 	}
 	errs = append(errs, o.validateCertSecret()...)
+	errs = append(errs, o.Ledger.Validate(o.Ledger.embedded)...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -348,12 +357,18 @@ func (o *Options) Run(ctx context.Context) error {
 		defer etcd.Stop()
 		o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = []string{etcd.ClientURL}
 		klog.InfoS("Running embedded etcd", "dataDir", filepath.Join(o.DataDir, "etcd"), "clientURL", etcd.ClientURL)
+		if err := o.embeddedEtcdStarted(etcd.ClientURL); err != nil {
+			return err
+		}
 	}
 	if err := o.Validate(); err != nil {
 		return err
 	}
 	config, err := o.Config()
 	if err != nil {
+		return err
+	}
+	if err := o.installLedgerGuard(config.GenericConfig); err != nil {
 		return err
 	}
 	if o.selfCert != nil {
@@ -366,6 +381,9 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	server, err := config.Complete().New()
 	if err != nil {
+		return err
+	}
+	if err := o.startLedgerGuard(server.GenericAPIServer); err != nil {
 		return err
 	}
 	if o.Local {
