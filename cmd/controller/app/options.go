@@ -93,6 +93,9 @@ type Options struct {
 	// StorageHoldBack is how long new machines wait after a clone into
 	// their StorageClass failed.
 	StorageHoldBack time.Duration
+	// LedgerGuardInterval is how often running VMs are compared with the
+	// identity ledger (package ledgerguard).
+	LedgerGuardInterval time.Duration
 
 	// PrintVersion: print the version and exit, whatever else is asked.
 	PrintVersion bool
@@ -120,6 +123,7 @@ func NewOptions() *Options {
 		AgentProbeWorkers:       machine.DefaultProbeWorkers,
 		AgentTimeout:            5 * time.Second,
 		StorageHoldBack:         5 * time.Minute,
+		LedgerGuardInterval:     30 * time.Second,
 	}
 }
 
@@ -160,6 +164,7 @@ func (o *Options) Parse(args []string) error {
 		"guest agents called in parallel, off the machine workers; at most half of them wait on agents that did not answer last time")
 	fs.DurationVar(&o.AgentTimeout, "agent-timeout", o.AgentTimeout, "bound of one call to a guest agent")
 	fs.DurationVar(&o.StorageHoldBack, "storage-hold-back", o.StorageHoldBack, "how long new machines of a class wait after a clone into its StorageClass failed")
+	fs.DurationVar(&o.LedgerGuardInterval, "ledger-guard-interval", o.LedgerGuardInterval, "how often the VMs, VMIs and identity Secrets the controller made are compared with the identity ledger (and a restored pool's hold lifted)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -208,7 +213,7 @@ func (o *Options) Validate() error {
 		if o.AgentProbeWorkers < 2 {
 			errs = append(errs, errors.New("--agent-probe-workers: must be at least 2 (half of them may wait on unreachable agents)"))
 		}
-		if o.TerminationGracePeriod < 0 || o.AgentTimeout <= 0 || o.StorageHoldBack <= 0 {
+		if o.TerminationGracePeriod < 0 || o.AgentTimeout <= 0 || o.StorageHoldBack <= 0 || o.LedgerGuardInterval <= 0 {
 			errs = append(errs, errors.New("--vm-termination-grace-period must be ≥ 0, --agent-timeout and --storage-hold-back > 0"))
 		}
 	}

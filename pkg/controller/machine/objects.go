@@ -138,18 +138,16 @@ func labelsFor(m *v1alpha1.MacOSMachine) map[string]string {
 	}
 }
 
-// ownerRef makes the machine the controller of an object: a backstop for
-// the garbage collector should the finalizer ever be removed by hand.
-func ownerRef(m *v1alpha1.MacOSMachine) metav1.OwnerReference {
-	return metav1.OwnerReference{
-		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "MacOSMachine",
-		Name: m.Name, UID: m.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-	}
-}
-
+// objectMeta is the metadata of a machine's object: its labels, and no
+// owner reference. The machine's finalizer takes its objects apart; an
+// owner reference would add the garbage collector, which deletes an
+// object as soon as its owner answers 404 — and after a restore of an
+// older ledger, or an apiserver started on empty storage, a running
+// machine's MacOSMachine answers 404. The collector would then stop the VM
+// and delete its disks on a guess; instead, the ledger guard reports such
+// objects and a person decides (docs/operations.md).
 func objectMeta(m *v1alpha1.MacOSMachine, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labelsFor(m),
-		OwnerReferences: []metav1.OwnerReference{ownerRef(m)}}
+	return metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labelsFor(m)}
 }
 
 // TokenSecret is the machine's agent token Secret. The token is chosen once,

@@ -101,13 +101,15 @@ type Listers struct {
 	Classes    dlisters.MacOSMachineClassLister
 	Images     dlisters.MacOSImageLister
 	Identities dlisters.MacOSIdentityLister
-	Secrets    corelisters.SecretLister
-	PVCs       corelisters.PersistentVolumeClaimLister
-	Jobs       batchlisters.JobLister
-	Nodes      corelisters.NodeLister
-	VMs        cache.GenericLister
-	VMIs       cache.GenericLister
-	DVs        cache.GenericLister
+	// IdentityPools say which pools are on hold after a restore.
+	IdentityPools dlisters.MacOSIdentityPoolLister
+	Secrets       corelisters.SecretLister
+	PVCs          corelisters.PersistentVolumeClaimLister
+	Jobs          batchlisters.JobLister
+	Nodes         corelisters.NodeLister
+	VMs           cache.GenericLister
+	VMIs          cache.GenericLister
+	DVs           cache.GenericLister
 }
 
 // Reconciler reconciles MacOSMachines.
@@ -382,6 +384,14 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		*requeue = minPositive(*requeue, 10*time.Second)
 	}
 	if m.Status.IdentityRef == nil || o.Identity == nil || o.Class == nil {
+		return nil
+	}
+	if why := r.identityInDoubt(o.Identity); why != "" {
+		// A VM may run with these values for a machine the restored
+		// ledger does not know: start nothing with them until the
+		// ledger guard has compared (and a person resolved) it.
+		r.Recorder.Eventf(m, corev1.EventTypeWarning, "IdentityInDoubt", "nothing is started with MacOSIdentity %s: %s", o.Identity.Name, why)
+		*requeue = minPositive(*requeue, 15*time.Second)
 		return nil
 	}
 	if o.Secret == nil && !o.TokenLost {
@@ -904,4 +914,25 @@ func nodeNotReady(l corelisters.NodeLister, name string) (string, time.Time) {
 		}
 	}
 	return "", time.Time{}
+}
+
+// identityInDoubt says why nothing may be started with id now: its pool is
+// on hold after a restore (the ledger guard has not yet compared what runs
+// with the ledger), or a VM the ledger does not record as its holder runs
+// with it. "" when neither.
+func (r *Reconciler) identityInDoubt(id *v1alpha1.MacOSIdentity) string {
+	if c := meta.FindStatusCondition(id.Status.Conditions, v1alpha1.IdentityHeldOutsideLedger); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Message
+	}
+	if r.Listers.IdentityPools == nil {
+		return ""
+	}
+	pool, err := r.Listers.IdentityPools.Get(id.Spec.PoolName)
+	if err != nil {
+		return ""
+	}
+	if c := meta.FindStatusCondition(pool.Status.Conditions, "OnHold"); c != nil && c.Status == metav1.ConditionTrue {
+		return "its MacOSIdentityPool " + pool.Name + " is on hold: " + c.Message
+	}
+	return ""
 }

@@ -96,9 +96,7 @@ func TestVirtualMachine_Shape(t *testing.T) {
 			assert.Equal(t, n.VirtualMachine, vm.Name)
 			assert.Equal(t, m.Namespace, vm.Namespace)
 			assert.Equal(t, labelsFor(m), vm.Labels)
-			require.Len(t, vm.OwnerReferences, 1)
-			assert.True(t, *vm.OwnerReferences[0].Controller)
-			assert.True(t, *vm.OwnerReferences[0].BlockOwnerDeletion)
+			assert.Empty(t, vm.OwnerReferences, "no owner reference: the garbage collector must not stop a VM whose machine a restored ledger lacks")
 			assert.Equal(t, kubevirtv1.RunStrategyAlways, *vm.Spec.RunStrategy)
 			assert.Nil(t, vm.Spec.Running, "runStrategy alone: KubeVirt refuses both")
 

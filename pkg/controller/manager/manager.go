@@ -48,6 +48,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/controller/image"
 	"github.com/dockerios/dockerios/pkg/controller/machine"
 	"github.com/dockerios/dockerios/pkg/controller/pool"
+	"github.com/dockerios/dockerios/pkg/controller/vmaudit"
 	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
 	dscheme "github.com/dockerios/dockerios/pkg/generated/clientset/versioned/scheme"
 	dinformers "github.com/dockerios/dockerios/pkg/generated/informers/externalversions"
@@ -69,6 +70,9 @@ type Config struct {
 	AgentProbeWorkers int
 	AgentTimeout      time.Duration
 	StorageHoldBack   time.Duration
+	// LedgerGuardInterval is how often running VMs are compared with the
+	// identity ledger (30s when zero).
+	LedgerGuardInterval time.Duration
 	// Resync re-reads every object this often, as a safety net for events
 	// lost while the controller was not leader.
 	Resync   time.Duration
@@ -146,8 +150,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Log: cfg.Log.With("reconciler", "machine"), StorageHoldBack: cfg.StorageHoldBack,
 		Listers: machine.Listers{
 			Machines: machines.Lister(), Classes: d.MacOSMachineClasses().Lister(), Images: d.MacOSImages().Lister(),
-			Identities: d.MacOSIdentities().Lister(),
-			Secrets:    kf.Core().V1().Secrets().Lister(), PVCs: kf.Core().V1().PersistentVolumeClaims().Lister(),
+			Identities: d.MacOSIdentities().Lister(), IdentityPools: d.MacOSIdentityPools().Lister(),
+			Secrets: kf.Core().V1().Secrets().Lister(), PVCs: kf.Core().V1().PersistentVolumeClaims().Lister(),
 			Jobs: kf.Batch().V1().Jobs().Lister(), Nodes: nodes.Lister(),
 			VMs: vms.Lister(), VMIs: vmis.Lister(), DVs: dvs.Lister(),
 		},
@@ -211,6 +215,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return old.(*v1alpha1.MacOSImage).Generation != new.(*v1alpha1.MacOSImage).Generation
 	}, func(obj any) { images.Add(obj.(metav1.Object).GetName()) })
 	_ = d.MacOSIdentities().Informer()
+	_ = d.MacOSIdentityPools().Informer()
 	for inf, relevant := range map[cache.SharedIndexInformer]relevantFunc{
 		kf.Core().V1().Secrets().Informer(): metadataOnly, kf.Core().V1().PersistentVolumeClaims().Informer(): metadataOnly,
 		kf.Batch().V1().Jobs().Informer(): jobRelevant,
@@ -244,6 +249,15 @@ func Run(ctx context.Context, cfg Config) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); mr.Fleet.Run(ctx) }()
+	guard := &vmaudit.Guard{Client: client, Identities: d.MacOSIdentities().Lister(), Machines: machines.Lister(),
+		Pools: d.MacOSIdentityPools().Lister(), VMs: vms.Lister(), VMIs: vmis.Lister(), Secrets: kf.Core().V1().Secrets().Lister(),
+		Recorder: recorder, Log: cfg.Log.With("component", "vmaudit"), Leading: cfg.Leading}
+	guardInterval := cfg.LedgerGuardInterval
+	if guardInterval <= 0 {
+		guardInterval = 30 * time.Second
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); guard.Run(ctx, guardInterval) }()
 	wg.Add(1)
 	go func() { defer wg.Done(); mr.Prober.Run(ctx) }()
 	run := func(q workqueue.TypedRateLimitingInterface[string], n int, f func(context.Context, string) (time.Duration, error)) {
