@@ -47,6 +47,8 @@ import (
 	dinformers "github.com/dockerios/dockerios/pkg/generated/informers/externalversions"
 	"github.com/dockerios/dockerios/pkg/identity"
 	"github.com/dockerios/dockerios/pkg/ledgerbackup"
+	"github.com/dockerios/dockerios/pkg/storage/identityledger"
+	"github.com/dockerios/dockerios/pkg/storage/txn"
 	"github.com/dockerios/dockerios/test/framework"
 )
 
@@ -267,4 +269,59 @@ func recorded(r *record.FakeRecorder) []string {
 			return out
 		}
 	}
+}
+
+// A person lifts a pool's hold with kubectl; lifting it again answers
+// NotFound.
+func TestPoolHold_LiftedWithKubectl(t *testing.T) {
+	ctx := context.Background()
+	etcd, err := embeddedetcd.Start(filepath.Join(t.TempDir(), "data"), os.Stderr)
+	require.NoError(t, err)
+	t.Cleanup(etcd.Stop)
+	s := framework.StartLocalServer(t, t.TempDir(), "--etcd-servers", etcd.ClientURL)
+	createClassAndPool(t, s)
+	client, err := versioned.NewForConfig(restConfig(t, s.Kubeconfig))
+	require.NoError(t, err)
+	v := identity.NewGenerator(31, "iMacPro1,1").Next()
+	_, err = client.DockeriosV1alpha1().MacOSIdentities().Create(ctx, &v1alpha1.MacOSIdentity{
+		ObjectMeta: metav1.ObjectMeta{Name: "id-0"},
+		Spec: v1alpha1.MacOSIdentitySpec{PoolName: "imacpro", Model: v.Model, SerialNumber: v.SerialNumber,
+			BoardSerialNumber: v.BoardSerialNumber, SystemUUID: v.SystemUUID, MACAddress: v.MACAddress, ROM: v.ROM},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	etcdClient, err := txn.NewClient(storagebackend.TransportConfig{ServerList: []string{etcd.ClientURL}})
+	require.NoError(t, err)
+	defer etcdClient.Close()
+	_, err = identityledger.RaiseRestoreHolds(ctx, etcdClient, "/registry/", "restored from a snapshot at revision 9", time.Now())
+	require.NoError(t, err)
+	framework.Eventually(t, 20*time.Second, func() string {
+		p, err := client.DockeriosV1alpha1().MacOSIdentityPools().Get(ctx, "imacpro", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, "OnHold")
+		if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "revision 9") {
+			return fmt.Sprintf("pool not shown on hold with the restore's message: %+v", c)
+		}
+		return ""
+	})
+	m, err := client.DockeriosV1alpha1().MacOSMachines("default").Create(ctx, &v1alpha1.MacOSMachine{ObjectMeta: metav1.ObjectMeta{Name: "m"},
+		Spec: v1alpha1.MacOSMachineSpec{ClassName: "standard"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Nil(t, m.Status.IdentityRef)
+
+	k := framework.NewKubectl(t, s.Kubeconfig)
+	out := k.MustRun(t, "", "delete", "--raw", "/apis/dockerios.io/v1alpha1/macosidentitypools/imacpro/hold")
+	assert.Contains(t, out, `"kind":"MacOSIdentityPool"`)
+	again := k.Run("", "delete", "--raw", "/apis/dockerios.io/v1alpha1/macosidentitypools/imacpro/hold")
+	require.Error(t, again.Err)
+	assert.Contains(t, again.Stderr, "NotFound")
+	framework.Eventually(t, 20*time.Second, func() string {
+		m, err := client.DockeriosV1alpha1().MacOSMachines("default").Get(ctx, "m", metav1.GetOptions{})
+		if err != nil || m.Status.IdentityRef == nil {
+			return "the waiting machine got no identity after the hold was lifted"
+		}
+		return ""
+	})
 }

@@ -943,7 +943,7 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSIdentityStatus(ref common.ReferenceC
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions: Quarantined is True while another MacOSIdentity shares one of this identity's values (only possible after a manual etcd edit); a quarantined identity is never given to a machine, and one already held stays with its machine. Written only by the apiserver's identity ledger repair, which sets it False (reason Resolved) once a person has deleted the duplicates.",
+							Description: "conditions: Quarantined is True while another MacOSIdentity shares one of this identity's values (only possible after a manual etcd edit); a quarantined identity is never given to a machine, and one already held stays with its machine. Written only by the apiserver's identity ledger repair, which sets it False (reason Resolved) once a person has deleted the duplicates. HeldOutsideLedger is True while a VM the ledger does not record as the holder runs with the identity (after a restore of an older snapshot); the identity is given to no machine until the controller sets it False, once that VM is gone. It is the one condition a write to macosidentities/status sets.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

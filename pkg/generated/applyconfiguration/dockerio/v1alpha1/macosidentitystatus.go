@@ -35,7 +35,11 @@ type MacOSIdentityStatusApplyConfiguration struct {
 	// quarantined identity is never given to a machine, and one already held
 	// stays with its machine. Written only by the apiserver's identity
 	// ledger repair, which sets it False (reason Resolved) once a person has
-	// deleted the duplicates.
+	// deleted the duplicates. HeldOutsideLedger is True while a VM the
+	// ledger does not record as the holder runs with the identity (after a
+	// restore of an older snapshot); the identity is given to no machine
+	// until the controller sets it False, once that VM is gone. It is the
+	// one condition a write to macosidentities/status sets.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
