@@ -67,7 +67,7 @@ type cacheCollector struct {
 	l   cacheListers
 	now func() time.Time
 
-	phase, pool, pastDeadline, claimsPending, claimsOldest *prometheus.Desc
+	phase, pool, pastDeadline, claimsPending, claimsOldest, onHold *prometheus.Desc
 }
 
 func newCacheCollector(l cacheListers, now func() time.Time) *cacheCollector {
@@ -75,8 +75,12 @@ func newCacheCollector(l cacheListers, now func() time.Time) *cacheCollector {
 		phase: prometheus.NewDesc("dockerios_machines", "MacOSMachines by namespace and phase.", []string{"namespace", "phase"}, nil),
 		pool: prometheus.NewDesc("dockerios_identity_pool_identities",
 			"Identities of a MacOSIdentityPool by state (free, allocated), machines waiting for one (pending), "+
-				"and identities quarantined because another shares one of their values (quarantined; one held by a machine is also allocated).",
+				"identities quarantined because another shares one of their values (quarantined; one held by a machine is also allocated), "+
+				"and identities a VM unknown to the ledger runs with (heldOutsideLedger).",
 			[]string{"pool", "state"}, nil),
+		onHold: prometheus.NewDesc("dockerios_identity_pool_on_hold",
+			"1 while a MacOSIdentityPool is on hold after a restore (it gives out no identity until the controller has compared the VMs that run with the ledger), else 0.",
+			[]string{"pool"}, nil),
 		pastDeadline: prometheus.NewDesc("dockerios_machines_past_start_deadline",
 			"MacOSMachines not Ready yet (phase Pending, Provisioning or Starting, never Ready, not being deleted) created longer ago "+
 				"than their class's startTimeout, by namespace and phase. startTimeout bounds a machine's VirtualMachine's creation to Ready, "+
@@ -97,6 +101,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pastDeadline
 	ch <- c.claimsPending
 	ch <- c.claimsOldest
+	ch <- c.onHold
 }
 
 func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
@@ -161,11 +166,14 @@ func namespaces(counts map[[2]string]int) map[string]bool {
 }
 
 func (c *cacheCollector) collectPools(ch chan<- prometheus.Metric) {
-	quarantined := map[string]int{}
+	quarantined, outside := map[string]int{}, map[string]int{}
 	ids, _ := c.l.identities.List(labels.Everything())
 	for _, id := range ids {
 		if meta.IsStatusConditionTrue(id.Status.Conditions, v1alpha1.IdentityQuarantined) {
 			quarantined[id.Spec.PoolName]++
+		}
+		if meta.IsStatusConditionTrue(id.Status.Conditions, v1alpha1.IdentityHeldOutsideLedger) {
+			outside[id.Spec.PoolName]++
 		}
 	}
 	ps, _ := c.l.pools.List(labels.Everything())
@@ -174,6 +182,12 @@ func (c *cacheCollector) collectPools(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(p.Status.Allocated), p.Name, "allocated")
 		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(p.Status.Pending), p.Name, "pending")
 		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(quarantined[p.Name]), p.Name, "quarantined")
+		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(outside[p.Name]), p.Name, "heldOutsideLedger")
+		held := 0.0
+		if meta.IsStatusConditionTrue(p.Status.Conditions, "OnHold") {
+			held = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.onHold, prometheus.GaugeValue, held, p.Name)
 	}
 }
 

@@ -123,11 +123,19 @@ func TestCacheCollector_PoolIdentitiesCountQuarantined(t *testing.T) {
 		}
 		return id
 	}
-	c := collectorOver(t, pool("ci", 3, 2, 0), pool("lab", 0, 4, 2),
+	outside := func(name, pool string, status metav1.ConditionStatus) *v1alpha1.MacOSIdentity {
+		id := identity(name, pool, "")
+		id.Status.Conditions = []metav1.Condition{{Type: v1alpha1.IdentityHeldOutsideLedger, Status: status, Reason: v1alpha1.ReasonInUseByUnrecordedVM}}
+		return id
+	}
+	held := pool("lab", 0, 4, 2)
+	held.Status.Conditions = []metav1.Condition{{Type: "OnHold", Status: metav1.ConditionTrue, Reason: "Restored"}}
+	c := collectorOver(t, pool("ci", 3, 2, 0), held,
 		identity("ci-1", "ci", metav1.ConditionTrue), identity("ci-2", "ci", metav1.ConditionTrue),
 		identity("ci-3", "ci", metav1.ConditionFalse), // the quarantine was lifted
 		identity("ci-4", "ci", ""),
-		identity("lab-1", "lab", ""))
+		identity("lab-1", "lab", ""),
+		outside("lab-2", "lab", metav1.ConditionTrue), outside("lab-3", "lab", metav1.ConditionFalse))
 
 	err := testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP dockerios_identity_pool_identities `+helpOf(t, c, "dockerios_identity_pool_identities")+`
@@ -140,7 +148,13 @@ dockerios_identity_pool_identities{pool="lab",state="allocated"} 4
 dockerios_identity_pool_identities{pool="lab",state="free"} 0
 dockerios_identity_pool_identities{pool="lab",state="pending"} 2
 dockerios_identity_pool_identities{pool="lab",state="quarantined"} 0
-`), "dockerios_identity_pool_identities")
+dockerios_identity_pool_identities{pool="ci",state="heldOutsideLedger"} 0
+dockerios_identity_pool_identities{pool="lab",state="heldOutsideLedger"} 1
+# HELP dockerios_identity_pool_on_hold `+helpOf(t, c, "dockerios_identity_pool_on_hold")+`
+# TYPE dockerios_identity_pool_on_hold gauge
+dockerios_identity_pool_on_hold{pool="ci"} 0
+dockerios_identity_pool_on_hold{pool="lab"} 1
+`), "dockerios_identity_pool_identities", "dockerios_identity_pool_on_hold")
 	require.NoError(t, err)
 }
 
