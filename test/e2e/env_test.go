@@ -79,8 +79,14 @@ func start(t testing.TB, opts ...func(*harness.Config)) *env {
 // (a flag given again overrides the default here).
 func startWith(t testing.TB, controllerArgs []string, opts ...func(*harness.Config)) *env {
 	t.Helper()
+	return startOn(t, framework.StartControlPlane(t), controllerArgs, opts...)
+}
+
+// startOn is startWith on a control plane the caller started.
+func startOn(t testing.TB, cp *framework.ControlPlane, controllerArgs []string, opts ...func(*harness.Config)) *env {
+	t.Helper()
 	e := &env{}
-	e.cp = framework.StartControlPlane(t)
+	e.cp = cp
 	e.admin = framework.NewKubectl(t, e.cp.AdminKubeconfig)
 	e.cfg = framework.RESTConfig(t, e.cp.AdminKubeconfig)
 	var err error
