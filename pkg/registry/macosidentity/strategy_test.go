@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -68,7 +69,41 @@ func TestStatusUpdate_CannotSetOrClearConditions(t *testing.T) {
 // writes: the reset fields say so to the field manager.
 func TestStatusStrategy_ResetsLedgerOwnedFields(t *testing.T) {
 	set := StatusStrategy.GetResetFields()["dockerios.io/v1alpha1"]
-	for _, p := range [][]interface{}{{"status", "allocation"}, {"status", "conditions"}, {"spec"}} {
+	for _, p := range [][]interface{}{{"status", "allocation"}, {"spec"}} {
 		assert.True(t, set.Has(fieldpath.MakePathOrDie(p...)), "%v must be reset", p)
+	}
+	// The conditions are not reset as a whole: HeldOutsideLedger is
+	// written through the status subresource (PrepareForUpdate keeps the
+	// others as they were).
+	assert.False(t, set.Has(fieldpath.MakePathOrDie("status", "conditions")))
+}
+
+// A status write sets HeldOutsideLedger and nothing else: the allocation
+// and the ledger repair's Quarantined stay as they were.
+func TestStatusStrategy_TakesOnlyHeldOutsideLedger(t *testing.T) {
+	old := &dockerio.MacOSIdentity{Status: dockerio.MacOSIdentityStatus{
+		Allocation: &dockerio.IdentityAllocation{MachineNamespace: "ci", MachineName: "m", MachineUID: "u"},
+		Conditions: []metav1.Condition{{Type: "Quarantined", Status: metav1.ConditionTrue, Reason: "DuplicateValue"}}}}
+	for _, tc := range []struct {
+		name string
+		new  []metav1.Condition
+		want map[string]metav1.ConditionStatus
+	}{
+		{"sets it", []metav1.Condition{{Type: "HeldOutsideLedger", Status: metav1.ConditionTrue, Reason: "InUseByUnrecordedVM"}},
+			map[string]metav1.ConditionStatus{"Quarantined": metav1.ConditionTrue, "HeldOutsideLedger": metav1.ConditionTrue}},
+		{"cannot lift a quarantine", []metav1.Condition{{Type: "Quarantined", Status: metav1.ConditionFalse, Reason: "Resolved"}},
+			map[string]metav1.ConditionStatus{"Quarantined": metav1.ConditionTrue}},
+		{"cannot drop a quarantine", nil, map[string]metav1.ConditionStatus{"Quarantined": metav1.ConditionTrue}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := &dockerio.MacOSIdentity{Status: dockerio.MacOSIdentityStatus{Conditions: tc.new}}
+			StatusStrategy.PrepareForUpdate(context.Background(), id, old.DeepCopy())
+			require.NotNil(t, id.Status.Allocation, "the allocation was kept")
+			got := map[string]metav1.ConditionStatus{}
+			for _, c := range id.Status.Conditions {
+				got[c.Type] = c.Status
+			}
+			assert.Equal(t, tc.want, got)
+		})
 	}
 }
