@@ -185,8 +185,8 @@ func lastSeen(m *Marker) string {
 
 func emptyMessage(m *Marker, name types.NamespacedName) string {
 	return fmt.Sprintf("The identity ledger in etcd is empty, but ConfigMap %s records that this cluster's DockerIOS keeps ledger %s (last seen at %s): "+
-		"the apiserver's data is lost or not mounted. dockerios.io is not served, because answering \"not found\" for every machine "+
-		"would make the garbage collector delete the VMs, disks and Secrets they own. "+
+		"the apiserver's data is lost or not mounted. dockerios.io is not served: answering \"not found\" for every machine "+
+		"would have the garbage collector delete what they own, and every client act on a fleet that seems gone. "+
 		"To recover, stop the apiserver and restore the newest backup: dockerios-apiserver ledger restore --snapshot FILE --data-dir DIR "+
 		"(docs/operations.md, \"Restore\"). To start again from an empty ledger instead, losing every identity allocation: "+
 		"kubectl -n %s annotate configmap %s %s=%s (or the flag --confirm-empty-ledger=%s).",
