@@ -7,7 +7,11 @@
 #   _output/images/...               the images (OCI layouts and tars)
 #   _output/release/dockerios.yaml   artifacts/deploy, images by digest,
 #                                    labelled with the version
-#   _output/release/dockerios.yaml.sha256
+#   _output/release/dockerios-ledger.yaml
+#                                    artifacts/ledger: the namespace and
+#                                    the ledger's volumes, which an
+#                                    uninstall of dockerios.yaml leaves
+#   _output/release/dockerios.yaml.sha256, dockerios-ledger.yaml.sha256
 #
 # VERSION defaults to hack/version.sh's (git describe); a release names it,
 # e.g. v0.2.0. REGISTRY (ghcr.io/dockerios) is where the images are to be
@@ -15,7 +19,7 @@
 # pushes them there (crane, skopeo or oras copy the OCI layouts as they
 # are) gets exactly these bytes.
 #
-# Install: kubectl apply --server-side -f dockerios.yaml, then
+# Install: kubectl apply --server-side -f dockerios-ledger.yaml -f dockerios.yaml, then
 # kubectl wait apiservice/v1alpha1.dockerios.io --for condition=Available.
 # Every image, the bootdisk and hook images the controller hands to Jobs
 # and VMs included (PodTemplate dockerios-images), can be retargeted with
@@ -72,7 +76,7 @@ mkdir -p "${work}"
 out="${RELEASE_DIR}/dockerios.yaml"
 {
   echo "# DockerIOS ${version} ($(git rev-parse HEAD))."
-  echo "#   kubectl apply --server-side -f dockerios.yaml"
+  echo "#   kubectl apply --server-side -f dockerios-ledger.yaml -f dockerios.yaml"
   echo "#   kubectl wait apiservice/v1alpha1.dockerios.io --for condition=Available"
   echo "# Made by hack/release.sh; every image is pinned by digest."
   kubectl kustomize "${work}"
@@ -83,5 +87,14 @@ if grep -nE 'image: .*' "${out}.tmp" | grep -v '@sha256:[0-9a-f]\{64\}$' >&2; th
   exit 1
 fi
 mv -f "${out}.tmp" "${out}"
-(cd "${RELEASE_DIR}" && sha256sum dockerios.yaml >dockerios.yaml.sha256)
+ledger="${RELEASE_DIR}/dockerios-ledger.yaml"
+{
+  echo "# DockerIOS ${version} ($(git rev-parse HEAD)): the identity ledger's namespace and volumes."
+  echo "#   kubectl apply --server-side -f dockerios-ledger.yaml    # before dockerios.yaml"
+  echo "# Uninstalling DockerIOS (kubectl delete -f dockerios.yaml) leaves them, and the"
+  echo "# ledger with them; deleting this file's objects deletes the ledger (docs/operations.md)."
+  kubectl kustomize "${ROOT}/artifacts/ledger"
+} >"${ledger}.tmp"
+mv -f "${ledger}.tmp" "${ledger}"
+(cd "${RELEASE_DIR}" && sha256sum dockerios.yaml >dockerios.yaml.sha256 && sha256sum dockerios-ledger.yaml >dockerios-ledger.yaml.sha256)
 echo "release: ${version}: ${out}"

@@ -250,7 +250,10 @@ func (cp *ControlPlane) registerDockerIOS(t TB) {
 	}
 	k := NewKubectl(t, cp.AdminKubeconfig)
 	deploy := filepath.Join(root, "artifacts", "deploy")
-	for _, f := range []string{"00-namespace.yaml", "01-serviceaccount.yaml", "02-auth-delegator.yaml", "03-auth-reader.yaml", "04-apiserver-rbac.yaml", "05-roles.yaml"} {
+	// The namespace is the ledger's (artifacts/ledger): an uninstall of
+	// artifacts/deploy leaves it.
+	k.MustRun(t, "", "apply", "-f", filepath.Join(root, "artifacts", "ledger", "00-namespace.yaml"))
+	for _, f := range []string{"01-serviceaccount.yaml", "02-auth-delegator.yaml", "03-auth-reader.yaml", "04-apiserver-rbac.yaml", "05-roles.yaml"} {
 		k.MustRun(t, "", "apply", "-f", filepath.Join(deploy, f))
 	}
 	port := FreePort(t)

@@ -117,3 +117,10 @@ func (cp *ControlPlane) EmbeddedEtcdURL(t TB) string {
 	}
 	return strings.TrimSpace(string(data))
 }
+
+// WaitDockerIOSServed waits until kubectl sees dockerios.io through
+// kube-apiserver, as StartControlPlane does.
+func (cp *ControlPlane) WaitDockerIOSServed(t TB, timeout time.Duration) {
+	t.Helper()
+	cp.waitAPIServiceAvailable(t, timeout)
+}

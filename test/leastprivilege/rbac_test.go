@@ -202,7 +202,8 @@ func TestAgainstKubeAPIServer(t *testing.T) {
 	cp := framework.StartKubeAPIServer(t)
 	k := framework.NewKubectl(t, cp.AdminKubeconfig)
 	deploy := filepath.Join(moduleRoot(t), "artifacts", "deploy")
-	for _, f := range []string{"00-namespace.yaml", "09-controller.yaml", "11-images.yaml"} {
+	k.MustRun(t, "", "apply", "-f", filepath.Join(moduleRoot(t), "artifacts", "ledger", "00-namespace.yaml"))
+	for _, f := range []string{"09-controller.yaml", "11-images.yaml"} {
 		k.MustRun(t, "", "apply", "-f", filepath.Join(deploy, f))
 	}
 	k.MustRun(t, "", "create", "namespace", machineNamespace)

@@ -520,7 +520,7 @@ func TestEmptyLedgerNeverEmptiesTheFleet(t *testing.T) {
 		assert.Equal(t, ledgerID, res.LedgerID)
 		assert.Equal(t, []string{identityPool}, res.Record.HeldPools)
 		c.cp.StartDockerIOS(t)
-		c.cp.WaitAPIServiceAvailable(t, 2*time.Minute)
+		c.cp.WaitDockerIOSServed(t, 2*time.Minute)
 
 		after := c.observe(t)
 		assert.Equal(t, before, after, "every object with its UID, every allocation and binding, as backed up")
@@ -574,7 +574,7 @@ func TestEmptyLedgerNeverEmptiesTheFleet(t *testing.T) {
 			return ""
 		})
 		c.admin.MustRun(t, "", "-n", "dockerios-system", "annotate", "configmap", "dockerios-ledger", "dockerios.io/confirm-empty-ledger="+ledgerID)
-		c.cp.WaitAPIServiceAvailable(t, 2*time.Minute)
+		c.cp.WaitDockerIOSServed(t, 2*time.Minute)
 		cm := c.marker(t)
 		assert.NotEqual(t, ledgerID, cm.Data[ledgerguard.DataLedgerID], "a new ledger")
 		assert.Equal(t, ledgerID, cm.Data[ledgerguard.DataPrevious])
@@ -620,7 +620,7 @@ func TestBackupRestoresIntoAFreshInstall(t *testing.T) {
 	res, took := c.restore(t, filepath.Join(backups, md.Snapshot))
 	t.Logf("restore of a %d-byte snapshot took %s", md.Size, took.Round(time.Millisecond))
 	c.cp.StartDockerIOS(t)
-	c.cp.WaitAPIServiceAvailable(t, 2*time.Minute)
+	c.cp.WaitDockerIOSServed(t, 2*time.Minute)
 
 	after := c.observe(t)
 	assert.Equal(t, before, after, "every object with its UID, every allocation and binding")

@@ -40,18 +40,20 @@ import (
 // as a user mirroring the release into their own registry would.
 const retargetRegistry = "localhost/dockerios-mirror"
 
-// Release is one hack/release.sh output: its manifest and the images it
-// pins (name → ref@digest as hack/images.sh built them).
+// Release is one hack/release.sh output: its manifest, the ledger's
+// (the namespace and volumes an uninstall leaves) and the images it pins
+// (name → ref@digest as hack/images.sh built them).
 type Release struct {
 	Version  string
 	Manifest string
+	Ledger   string
 	Images   map[string]string
 	dir      string
 }
 
 func loadRelease(t *testing.T, releaseDir, imagesDir string) *Release {
 	t.Helper()
-	r := &Release{Manifest: filepath.Join(releaseDir, "dockerios.yaml"), Images: map[string]string{}, dir: imagesDir}
+	r := &Release{Manifest: filepath.Join(releaseDir, "dockerios.yaml"), Ledger: filepath.Join(releaseDir, "dockerios-ledger.yaml"), Images: map[string]string{}, dir: imagesDir}
 	f, err := os.Open(filepath.Join(imagesDir, "images.txt"))
 	require.NoError(t, err)
 	defer f.Close()
@@ -130,6 +132,8 @@ func (r *Release) install(t *testing.T, c *Cluster) {
 	rendered := r.render(t, c)
 	// What is installed now, for the uninstall to delete.
 	require.NoError(t, os.WriteFile(c.path("kustomize", "installed.yaml"), []byte(rendered), 0o644))
+	// The ledger's namespace and volumes first, as the release's header says.
+	c.Kubectl.MustRun(t, "", "apply", "--server-side", "-f", r.Ledger)
 	c.Kubectl.MustRun(t, rendered, "apply", "--server-side", "-f", "-")
 	c.Kubectl.MustRun(t, "", "wait", "apiservice/v1alpha1.dockerios.io", "--for", "condition=Available", "--timeout=4m")
 	c.Kubectl.MustRun(t, "", "-n", systemNamespace, "rollout", "status", "deployment/dockerios-apiserver", "--timeout=3m")
@@ -181,8 +185,10 @@ func TestRelease(t *testing.T) {
 	c := StartCluster(t)
 	kube, err := kubernetes.NewForConfig(c.Admin)
 	require.NoError(t, err)
-	// The apiserver's ledger: a local volume the Deployment's claim binds.
+	// The apiserver's ledger and its backups: local volumes the ledger's
+	// claims bind.
 	c.localPV(t, "dockerios-apiserver-data", "", "10Gi")
+	c.localPV(t, "dockerios-apiserver-backups", "", "10Gi")
 
 	first := current
 	if previous != nil {
@@ -203,7 +209,11 @@ func TestRelease(t *testing.T) {
 		t.Run("an upgrade loses no claim, identity or binding", func(t *testing.T) { checkUpgrade(t, c, kube, fleet, current) })
 		t.Run("pods run restricted, from the new release's images", func(t *testing.T) { checkPods(t, c, kube, current) })
 	}
-	t.Run("uninstall, the documented way", func(t *testing.T) { checkUninstall(t, c, fleet) })
+	last := first
+	if previous != nil {
+		last = current
+	}
+	t.Run("uninstall, the documented way, keeps the ledger; installing again serves it", func(t *testing.T) { checkUninstall(t, c, fleet, last) })
 }
 
 // checkController: one of the two controller replicas holds the leader

@@ -236,9 +236,12 @@ func checkUpgrade(t *testing.T, c *Cluster, kube kubernetes.Interface, f *Fleet,
 // checkUninstall follows docs/install.md's uninstall: release every
 // claim, delete every machine and pool (the controller takes their VMs,
 // disks, Jobs and Secrets down and the identities go back to their pool),
-// then delete the release. What remains: nothing of DockerIOS's, and a
-// cluster whose discovery and namespace deletion work as before.
-func checkUninstall(t *testing.T, c *Cluster, f *Fleet) {
+// then delete the release. What remains is the ledger (its namespace,
+// volumes and marker), which installing release again serves, with every
+// identity as it was; deleting the ledger's manifest then leaves nothing
+// of DockerIOS's, and a cluster whose discovery and namespace deletion
+// work as before.
+func checkUninstall(t *testing.T, c *Cluster, f *Fleet, release *Release) {
 	ctx := context.Background()
 	c.Kubectl.MustRun(t, "", "delete", "mmclaim,mmpool,mm", "--all", "--all-namespaces", "--wait", "--timeout=5m")
 	for _, l := range []string{"virtualmachines.kubevirt.io", "datavolumes.cdi.kubevirt.io", "jobs", "persistentvolumeclaims", "secrets"} {
@@ -251,7 +254,42 @@ func checkUninstall(t *testing.T, c *Cluster, f *Fleet) {
 		assert.Nil(t, id.Status.Allocation, "identity %s is free", id.Name)
 	}
 
+	identities := map[string]string{}
+	for _, id := range ids.Items {
+		identities[id.Name] = string(id.UID)
+	}
+	require.NotEmpty(t, identities)
+	ledgerID := c.Kubectl.MustRun(t, "", "-n", systemNamespace, "get", "configmap", "dockerios-ledger", "-o", "jsonpath={.data.ledgerID}")
+	require.NotEmpty(t, ledgerID, "the apiserver records its ledger")
+
 	c.Kubectl.MustRun(t, "", "delete", "-f", c.path("kustomize", "installed.yaml"), "--wait", "--timeout=5m", "--ignore-not-found")
+	// Its pods go too (the embedded etcd lets go of its volume).
+	framework.Eventually(t, 3*time.Minute, func() string {
+		if out := c.Kubectl.MustRun(t, "", "-n", systemNamespace, "get", "pods", "-o", "name"); strings.TrimSpace(out) != "" {
+			return "pods left: " + out
+		}
+		return ""
+	})
+	// The ledger stays: its namespace, its volumes (bound, as they were)
+	// and its marker.
+	assert.Empty(t, c.Kubectl.MustRun(t, "", "get", "namespace", systemNamespace, "-o", "jsonpath={.metadata.deletionTimestamp}"))
+	for _, pvc := range []string{"dockerios-apiserver-data", "dockerios-apiserver-backups"} {
+		assert.Equal(t, "Bound", c.Kubectl.MustRun(t, "", "-n", systemNamespace, "get", "pvc", pvc, "-o", "jsonpath={.status.phase}"), pvc)
+	}
+	assert.Equal(t, ledgerID, c.Kubectl.MustRun(t, "", "-n", systemNamespace, "get", "configmap", "dockerios-ledger", "-o", "jsonpath={.data.ledgerID}"))
+	// Coming back: the same install serves the same ledger.
+	release.install(t, c)
+	ids, err = f.client.DockeriosV1alpha1().MacOSIdentities().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	back := map[string]string{}
+	for _, id := range ids.Items {
+		back[id.Name] = string(id.UID)
+	}
+	assert.Equal(t, identities, back, "every identity, with its UID, after installing again")
+	c.Kubectl.MustRun(t, "", "delete", "-f", c.path("kustomize", "installed.yaml"), "--wait", "--timeout=5m", "--ignore-not-found")
+
+	// Deleting the ledger too (docs/install.md): nothing is left.
+	c.Kubectl.MustRun(t, "", "delete", "-f", release.Ledger, "--wait", "--timeout=5m", "--ignore-not-found")
 	for _, what := range [][]string{
 		{"apiservice", "v1alpha1.dockerios.io"},
 		{"mutatingwebhookconfiguration", "dockerios-launcher-pods"},

@@ -90,7 +90,8 @@ func TestSelfCert(t *testing.T) {
 	cp := framework.StartKubeAPIServer(t)
 	k := framework.NewKubectl(t, cp.AdminKubeconfig)
 	deploy := filepath.Join(moduleRoot(t), "artifacts", "deploy")
-	for _, f := range []string{"00-namespace.yaml", "01-serviceaccount.yaml", "08-apiservice.yaml", "10-launcher-webhook.yaml"} {
+	k.MustRun(t, "", "apply", "-f", filepath.Join(moduleRoot(t), "artifacts", "ledger", "00-namespace.yaml"))
+	for _, f := range []string{"01-serviceaccount.yaml", "08-apiservice.yaml", "10-launcher-webhook.yaml"} {
 		k.MustRun(t, "", "apply", "-f", filepath.Join(deploy, f))
 	}
 	k.MustRun(t, "", "create", "serviceaccount", "dockerios-controller", "-n", namespace)
