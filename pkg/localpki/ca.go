@@ -124,6 +124,21 @@ func (ca *CA) IssueServingValidFor(commonName string, hosts []string, now time.T
 	}, now, validity)
 }
 
+// IssuePeer issues a certificate that serves hosts and authenticates as
+// a client with the same key, as each member of an etcd cluster with peer
+// TLS presents to the others (it answers their connections and makes its
+// own), and its key, PEM-encoded.
+func (ca *CA) IssuePeer(commonName string, hosts []string, now time.Time) (certPEM, keyPEM []byte, err error) {
+	dnsNames, ips := splitHosts(hosts)
+	return ca.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}, now, leafValidity)
+}
+
 // IssueClient issues a client certificate for user in groups (Kubernetes
 // reads the common name as the user, the organizations as groups) and its
 // key, PEM-encoded.

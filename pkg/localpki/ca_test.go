@@ -53,6 +53,27 @@ func TestCA_IssuesCertificatesItsPoolVerifies(t *testing.T) {
 	assert.NoError(t, err)
 }
 
+// A peer certificate is verified both as a server of its hosts and as a
+// client: an etcd member is both to the others.
+func TestCA_IssuePeer(t *testing.T) {
+	ca, err := NewCA("test-ca", start)
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(ca.CertPEM()))
+	certPEM, keyPEM, err := ca.IssuePeer("member-0", []string{"member-0.etcd.svc", "127.0.0.1"}, start)
+	require.NoError(t, err)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	require.NoError(t, err)
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		_, err = cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "member-0.etcd.svc", CurrentTime: start, KeyUsages: []x509.ExtKeyUsage{usage}})
+		assert.NoError(t, err, "usage %v", usage)
+	}
+	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.1", CurrentTime: start})
+	assert.NoError(t, err)
+}
+
 func TestParseCA(t *testing.T) {
 	ca, err := NewCA("test-ca", start)
 	require.NoError(t, err)
