@@ -125,11 +125,19 @@ type Options struct {
 	// Ledger is the ledger's marker and backups (ledger_options.go).
 	Ledger LedgerOptions
 
+	// Shutdown is how the server stops when told to (SIGTERM), as
+	// kube-apiserver's --shutdown-* flags say it.
+	Shutdown ShutdownOptions
+
 	// Logs is the log format and verbosity (--logging-format, -v). JSON by
 	// default, like the controller's and the embedded etcd's, so one
 	// collector parses every DockerIOS pod; text is there for a person at
 	// a terminal.
 	Logs *logsapi.LoggingConfiguration
+
+	// stopping is closed when the server is told to stop (Run's
+	// context).
+	stopping <-chan struct{}
 
 	// selfCert keeps CertSecret once Config has made it; Run starts it.
 	selfCert *selfcert.Manager
@@ -145,8 +153,17 @@ func NewOptions(out, errOut io.Writer) *Options {
 		IdentityRepairInterval: apiserver.DefaultIdentityRepairInterval,
 		Service:                "dockerios-system/dockerios-apiserver",
 		Logs:                   logsapi.NewLoggingConfiguration(),
-		Out:                    out,
-		ErrOut:                 errOut,
+		// Behind kube-apiserver, the aggregator and every informer in the
+		// cluster hold watches open on us. Without SendRetryAfter the
+		// server waits for them for RequestTimeout (60s) when told to
+		// stop, longer than a pod's termination grace period, so a
+		// rolling update would end in SIGKILL. With it, it drains
+		// ordinary requests (answering new ones with 429 and Retry-After
+		// meanwhile), then gives watches two seconds to see the
+		// connection close: clients re-watch through kube-apiserver.
+		Shutdown: ShutdownOptions{SendRetryAfter: true},
+		Out:      out,
+		ErrOut:   errOut,
 	}
 	o.Logs.Format = logsapi.JSONLogFormat
 	o.Ledger = NewLedgerOptions()
@@ -206,6 +223,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.APIServices, "apiservice", o.APIServices, "APIService (e.g. v1alpha1.dockerios.io) whose spec.caBundle the server keeps equal to --cert-secret's CA; repeatable.")
 	o.CertValidity.AddHiddenFlags(fs, "cert-")
 	o.Ledger.AddFlags(fs)
+	o.Shutdown.AddFlags(fs)
 	fs.DurationVar(&o.IdentityRepairInterval, "identity-repair-interval", o.IdentityRepairInterval, "How often the identity ledger is audited against the identities and machines, and drift repaired (also once at start).")
 }
 
@@ -244,6 +262,7 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.validateCertSecret()...)
 	errs = append(errs, o.Ledger.Validate(o.Ledger.embedded)...)
+	errs = append(errs, o.Shutdown.Validate()...)
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -273,14 +292,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 
 	cfg := genericapiserver.NewRecommendedConfig(scheme.Codecs)
 	cfg.Serializer = scheme.Serializer
-	// Behind kube-apiserver, the aggregator and every informer in the
-	// cluster hold watches open on us. By default the server waits for
-	// them for RequestTimeout (60s) when told to stop, longer than a pod's
-	// termination grace period, so a rolling update would end in SIGKILL.
-	// In this mode it drains ordinary requests (answering new ones with 429
-	// and Retry-After meanwhile), then gives watches two seconds to see the
-	// connection close: clients re-watch through kube-apiserver.
-	cfg.ShutdownSendRetryAfter = true
+	o.Shutdown.ApplyTo(&cfg.Config, o.stopping)
 	namer := openapi.NewDefinitionNamer(scheme.Scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIConfig.Info.Title = "DockerIOS"
@@ -364,6 +376,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	o.stopping = ctx.Done()
 	config, err := o.Config()
 	if err != nil {
 		return err

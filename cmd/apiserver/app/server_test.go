@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apiserver/pkg/features"
@@ -91,4 +92,32 @@ func behindKubeAPIServer(t *testing.T) *Options {
 	ro.CoreAPI, ro.Admission = nil, nil
 	ro.Features.EnablePriorityAndFairness = false
 	return o
+}
+
+// The shutdown flags reach the generic apiserver's config: by default
+// the server stops at once and answers late requests 429 with
+// Retry-After; --shutdown-delay-duration keeps it serving, not ready,
+// for a while first.
+func TestConfig_ShutdownFlags(t *testing.T) {
+	o := behindKubeAPIServer(t)
+	cfg, err := o.Config()
+	require.NoError(t, err)
+	assert.Zero(t, cfg.GenericConfig.ShutdownDelayDuration)
+	assert.True(t, cfg.GenericConfig.ShutdownSendRetryAfter)
+	assert.Zero(t, cfg.GenericConfig.ShutdownWatchTerminationGracePeriod)
+
+	o = behindKubeAPIServer(t)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--shutdown-delay-duration=7s", "--shutdown-send-retry-after=false", "--shutdown-watch-termination-grace-period=3s"}))
+	require.NoError(t, o.Validate())
+	cfg, err = o.Config()
+	require.NoError(t, err)
+	assert.Equal(t, 7*time.Second, cfg.GenericConfig.ShutdownDelayDuration)
+	assert.False(t, cfg.GenericConfig.ShutdownSendRetryAfter)
+	assert.Equal(t, 3*time.Second, cfg.GenericConfig.ShutdownWatchTerminationGracePeriod)
+
+	o = behindKubeAPIServer(t)
+	o.Shutdown.Delay = -time.Second
+	assert.ErrorContains(t, o.Validate(), "--shutdown-delay-duration must not be negative")
 }
