@@ -13,6 +13,10 @@
 #   dockerios-bootdisk          GPL-3.0: a Debian userland of exactly the
 #                               packages the builder runs (mmdebstrap), the
 #                               builder, its pinned inputs and their licences
+#   dockerios-etcd              etcd's server (Apache-2.0), built from the
+#                               module hack/tools/go.mod pins as
+#                               hack/build-control-plane.sh builds bin/etcd,
+#                               on the same base: artifacts/ha's members
 #
 # KubeVirt's virt-launcher with isa-applesmc (artifacts/kubevirt/Dockerfile)
 # is not built here: it is a rebuild of KubeVirt's CentOS-based image, a
@@ -41,7 +45,7 @@ export GOWORK=off GOFLAGS=-mod=readonly
 
 REGISTRY="${REGISTRY:-ghcr.io/dockerios}"
 OUTPUT="${OUTPUT:-${ROOT}/_output/images}"
-ALL=(dockerios-apiserver dockerios-controller dockerios-sidecar-hook gitlab-runner-controller dockerios-bootdisk)
+ALL=(dockerios-apiserver dockerios-controller dockerios-sidecar-hook gitlab-runner-controller dockerios-bootdisk dockerios-etcd)
 read -r -a want <<<"${IMAGES:-${ALL[*]}}"
 
 # VERSION, when set, is the version stamped and tagged (hack/version.sh
@@ -100,6 +104,21 @@ go_image() {
   image "${name}" --base static --file "/usr/local/bin/${name}=${work}/bin/${name}" \
     --file "/usr/share/doc/${name}/LICENSE=${ROOT}/LICENSE" \
     --entrypoint "/usr/local/bin/${name}" "${l[@]}"
+}
+
+# etcd_image: etcd's server from its own module, at the version
+# hack/tools/go.mod pins (the one the tests run), static and stripped as
+# etcd's release build is, with etcd's licence.
+etcd_image() {
+  local name=dockerios-etcd version dir
+  version="$(cd hack/tools && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+  dir="$(cd hack/tools && go list -m -f '{{.Dir}}' go.etcd.io/etcd/server/v3)"
+  (cd hack/tools && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -buildvcs=false \
+    -ldflags "-s -w -buildid=" -o "${work}/bin/${name}" go.etcd.io/etcd/server/v3)
+  mapfile -t l < <(labels "${name}" Apache-2.0)
+  image "${name}" --base static --file "/usr/local/bin/etcd=${work}/bin/${name}" \
+    --file "/usr/share/doc/${name}/LICENSE=${dir}/LICENSE" \
+    --entrypoint /usr/local/bin/etcd "${l[@]}" "--label=io.dockerios.etcd.version=${version}"
 }
 
 bootdisk_image() {
@@ -172,6 +191,7 @@ for name in "${want[@]}"; do
     dockerios-sidecar-hook) go_image "${name}" . ./sidecar-hook/cmd/dockerios-sidecar-hook Apache-2.0 ;;
     gitlab-runner-controller) go_image "${name}" examples/gitlab-runner ./cmd/gitlab-runner-controller Apache-2.0 ;;
     dockerios-bootdisk) bootdisk_image ;;
+    dockerios-etcd) etcd_image ;;
     *)
       echo "images: unknown image ${name}; known: ${ALL[*]}" >&2
       exit 2

@@ -41,12 +41,13 @@ export REGISTRY
 IMAGES_DIR="${OUTPUT:-${ROOT}/_output/images}"
 RELEASE_DIR="${RELEASE_DIR:-${ROOT}/_output/release}"
 
-# Only the images the release installs or hands out; the workload example
-# (gitlab-runner-controller) is built by hack/images.sh but released with
-# the example.
+# Only the images the release installs or hands out, and etcd's for
+# artifacts/ha (its digest is in images.txt: an overlay pins it with
+# kustomize images:); the workload example (gitlab-runner-controller) is
+# built by hack/images.sh but released with the example.
 # The version is read once: images and manifest say the same.
 version="$(DOCKERIOS_GIT_VERSION="${VERSION:-}" hack/version.sh --git-version)"
-IMAGES="dockerios-apiserver dockerios-controller dockerios-sidecar-hook dockerios-bootdisk" \
+IMAGES="dockerios-apiserver dockerios-controller dockerios-sidecar-hook dockerios-bootdisk dockerios-etcd" \
   OUTPUT="${IMAGES_DIR}" VERSION="${version}" hack/images.sh
 
 work="${RELEASE_DIR}/kustomize"
