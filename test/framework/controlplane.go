@@ -361,8 +361,12 @@ func (cp *ControlPlane) waitAPIServiceAvailable(t TB, timeout time.Duration) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	apiservice := k.Run("", "get", "apiservice", "v1alpha1.dockerios.io", "-o", "yaml")
+	output := "(started by the test)"
+	if cp.dockerIOS != nil {
+		output = cp.dockerIOS.output.String()
+	}
 	t.Fatalf("dockerios.io not served through kube-apiserver after %s: %s %s\nAPIService:\n%s\ndockerios-apiserver output:\n%s",
-		timeout, last.Stderr, last.Err, apiservice.Stdout, cp.dockerIOS.output.String())
+		timeout, last.Stderr, last.Err, apiservice.Stdout, output)
 }
 
 // UserKubeconfig writes a kubeconfig for user in groups, authenticated by a

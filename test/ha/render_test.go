@@ -44,12 +44,8 @@ import (
 
 // The names artifacts/ha gives what it makes.
 const (
-	namespace       = "dockerios-system"
 	etcdName        = "dockerios-etcd"
 	apiserverName   = "dockerios-apiserver"
-	etcdClientCert  = "dockerios-etcd-client"
-	etcdServerCert  = "dockerios-etcd-server"
-	etcdPeerCert    = "dockerios-etcd-peer"
 	etcdCA          = "dockerios-etcd-ca"
 	apiserverDataPV = "dockerios-apiserver-data"
 )
