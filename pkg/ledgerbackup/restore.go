@@ -88,6 +88,10 @@ type RestoreOptions struct {
 	// RevisionBump: see DefaultRevisionBump; 0 restores the revision as
 	// it was.
 	RevisionBump uint64
+	// MoveAside renames a DataDir that holds data to
+	// DataDir.before-restore-<UTC time> instead of refusing: nothing is
+	// deleted, and a restore in a pod needs no shell (the image has none).
+	MoveAside bool
 }
 
 // Result says what a restore did.
@@ -105,6 +109,8 @@ type Result struct {
 	// Held is the held snapshot (Hold's output; a temporary file, gone,
 	// for Restore).
 	Held *Metadata
+	// MovedAside is where what the target held was moved (MoveAside).
+	MovedAside string `json:",omitempty"`
 }
 
 // Restore makes DataDir an etcd member holding the snapshot's ledger with
@@ -116,14 +122,20 @@ type Result struct {
 // a member of several, which would give the members different data.
 func Restore(ctx context.Context, o RestoreOptions) (*Result, error) {
 	o.defaults()
-	if err := checkEmptyDir(o.DataDir); err != nil {
-		return nil, err
-	}
 	md, verified, err := verify(o.Snapshot)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Source: o.Snapshot, Metadata: md, VerifiedSHA256: verified}
+	if err := checkEmptyDir(o.DataDir); err != nil {
+		if !o.MoveAside || errors.Is(err, errNoDataDir) {
+			return nil, err
+		}
+		res.MovedAside = fmt.Sprintf("%s.before-restore-%s", filepath.Clean(o.DataDir), o.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Rename(o.DataDir, res.MovedAside); err != nil {
+			return nil, fmt.Errorf("moving %s aside: %w", o.DataDir, err)
+		}
+	}
 	held := o.Snapshot
 	if md == nil || !md.Held {
 		if o.Member.members() > 1 {
@@ -224,9 +236,11 @@ func verify(path string) (*Metadata, bool, error) {
 	return md, true, nil
 }
 
+var errNoDataDir = errors.New("no data directory to restore into")
+
 func checkEmptyDir(dir string) error {
 	if dir == "" {
-		return fmt.Errorf("no data directory to restore into")
+		return errNoDataDir
 	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -236,7 +250,7 @@ func checkEmptyDir(dir string) error {
 		return err
 	}
 	if len(entries) > 0 {
-		return fmt.Errorf("%s is not empty: a restore never overwrites a ledger; move it aside first (mv %s %s.old)", dir, dir, dir)
+		return fmt.Errorf("%s is not empty: a restore never overwrites a ledger; move it aside first (mv %s %s.old, or --move-aside)", dir, dir, dir)
 	}
 	return nil
 }

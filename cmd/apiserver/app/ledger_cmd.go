@@ -45,8 +45,64 @@ func newLedgerCommand(out, errOut io.Writer) *cobra.Command {
 through etcd's own snapshot and restore. See docs/operations.md.`,
 		SilenceUsage: true,
 	}
-	cmd.AddCommand(newBackupCommand(out), newListCommand(out), newHoldCommand(out, errOut), newRestoreCommand(out, errOut))
+	cmd.AddCommand(newBackupCommand(out), newListCommand(out), newCopyCommand(out), newHoldCommand(out, errOut), newRestoreCommand(out, errOut))
 	return cmd
+}
+
+// newCopyCommand is `ledger cp SRC DST`: the image has no shell, cat or
+// tar (kubectl cp needs tar), so backups go in and out of a pod through
+// this, over kubectl exec's standard input and output.
+func newCopyCommand(out io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cp SRC DST",
+		Short: "Copy a backup file; - is standard input or output (kubectl exec -i)",
+		Long: `Copy a file, - being standard input or output, so that backups can be taken
+off the cluster and brought back through kubectl exec, the image having no
+shell:
+
+  kubectl -n dockerios-system exec deploy/dockerios-apiserver -- dockerios-apiserver ledger cp /var/lib/dockerios-backups/NAME.db - > NAME.db
+  kubectl -n dockerios-system exec -i deploy/dockerios-apiserver -- dockerios-apiserver ledger cp - /var/lib/dockerios-backups/NAME.db < NAME.db
+
+A file is written to a temporary name, synced and renamed; an existing one
+is not overwritten.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			src, dst := args[0], args[1]
+			var in io.Reader = c.InOrStdin()
+			if src != "-" {
+				f, err := os.Open(src)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			if dst == "-" {
+				_, err := io.Copy(out, in)
+				return err
+			}
+			if _, err := os.Stat(dst); err == nil {
+				return fmt.Errorf("%s exists: a backup is never overwritten", dst)
+			}
+			f, err := os.CreateTemp(filepath.Dir(dst), ".ledger-cp-*.part")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(f.Name())
+			if _, err := io.Copy(f, in); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			return os.Rename(f.Name(), dst)
+		},
+	}
 }
 
 // etcdFlags are the apiserver's flags that reach its etcd, under the same
@@ -210,8 +266,13 @@ or --etcd-data-dir and etcd's member flags for a member of an external etcd.
 The snapshot's sha256 is checked against its metadata when beside it. The
 restored ledger has every identity pool on hold (an identity it records as
 free may be in use by a VM created after the snapshot) and records the
-restore, before anything serves it. The target must not hold data: a restore
-never overwrites a ledger. Stop whatever uses the target first.`,
+restore, before anything serves it. A restore never overwrites a ledger: the
+target must not hold data, or, with --move-aside, what it holds is renamed.
+Stop whatever uses the target first.
+
+A cluster of several etcd members restores one held snapshot on every member:
+make it once with ledger hold, then restore it with --etcd-data-dir and the
+member's flags on each.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if o.Snapshot == "" {
@@ -242,6 +303,9 @@ never overwrites a ledger. Stop whatever uses the target first.`,
 			if err != nil {
 				return err
 			}
+			if res.MovedAside != "" {
+				fmt.Fprintf(errOut, "Moved what %s held to %s\n", o.DataDir, res.MovedAside)
+			}
 			fmt.Fprintf(errOut, "Restored ledger %s from %s (etcd revision %d) into %s in %s; identity pools on hold: %s\n",
 				res.LedgerID, o.Snapshot, res.Record.SnapshotRevision, o.DataDir, time.Since(start).Round(time.Millisecond), strings.Join(res.Record.HeldPools, ", "))
 			return printJSON(out, res)
@@ -255,6 +319,7 @@ never overwrites a ledger. Stop whatever uses the target first.`,
 	fs.StringVar(&m.InitialCluster, "initial-cluster", m.InitialCluster, "With --etcd-data-dir: the cluster's --initial-cluster (NAME=PEER-URL,...).")
 	fs.StringVar(&peerURLs, "initial-advertise-peer-urls", peerURLs, "With --etcd-data-dir: the member's --initial-advertise-peer-urls.")
 	fs.StringVar(&m.ClusterToken, "initial-cluster-token", "etcd-cluster", "With --etcd-data-dir: the cluster's --initial-cluster-token.")
+	fs.BoolVar(&o.MoveAside, "move-aside", o.MoveAside, "If the target holds data, rename it to TARGET.before-restore-<UTC time> and restore, instead of refusing; nothing is deleted.")
 	fs.Uint64Var(&o.RevisionBump, "bump-revision", o.RevisionBump, "How far to move etcd's revision past the snapshot's (and mark the ones before compacted), so that clients holding newer resourceVersions list afresh instead of waiting; 0 keeps it.")
 	fs.StringVar(&o.Scratch, "scratch-dir", o.Scratch, "Directory for the temporary etcd the pools are held in (default: the target's parent).")
 	addPrefixFlag(fs, &prefix)

@@ -135,6 +135,25 @@ func TestLedgerCommand_BackupListRestoreTheEmbeddedEtcd(t *testing.T) {
 	require.Len(t, all, 1)
 	assert.Equal(t, md.SHA256, all[0].SHA256)
 
+	// Off the cluster and back, through standard output and input: the
+	// same bytes, which the metadata's sha256 still matches.
+	snap := filepath.Join(backups, md.Snapshot)
+	out, err = run(t, "ledger", "cp", snap, "-")
+	require.NoError(t, err)
+	original, err := os.ReadFile(snap)
+	require.NoError(t, err)
+	require.Equal(t, original, []byte(out))
+	elsewhere := filepath.Join(t.TempDir(), md.Snapshot)
+	cmd := NewCommand(context.Background(), NewOptions(io.Discard, io.Discard))
+	cmd.SetArgs([]string{"ledger", "cp", "-", elsewhere})
+	cmd.SetIn(bytes.NewReader(original))
+	require.NoError(t, cmd.Execute())
+	copied, err := os.ReadFile(elsewhere)
+	require.NoError(t, err)
+	assert.Equal(t, original, copied)
+	_, err = run(t, "ledger", "cp", snap, elsewhere)
+	require.Error(t, err, "an existing backup is never overwritten")
+
 	restored := filepath.Join(t.TempDir(), "restored")
 	out, err = run(t, "ledger", "restore", "--snapshot", filepath.Join(backups, md.Snapshot), "--data-dir", restored)
 	require.NoError(t, err)
@@ -147,6 +166,38 @@ func TestLedgerCommand_BackupListRestoreTheEmbeddedEtcd(t *testing.T) {
 	_, err = run(t, "ledger", "restore", "--snapshot", filepath.Join(backups, md.Snapshot), "--data-dir", restored)
 	require.Error(t, err, "a second restore into the same directory")
 	assert.Contains(t, err.Error(), "not empty")
+	// --move-aside keeps what was there, under another name.
+	out, err = run(t, "ledger", "restore", "--snapshot", filepath.Join(backups, md.Snapshot), "--data-dir", restored, "--move-aside")
+	require.NoError(t, err)
+	res = ledgerbackup.Result{}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.NotEmpty(t, res.MovedAside)
+	assert.DirExists(t, filepath.Join(res.MovedAside, "member"), "the data moved aside is all there")
+	assert.DirExists(t, filepath.Join(restored, "etcd", "member"))
+
+	// Three members of an external etcd restore one held snapshot.
+	held := filepath.Join(t.TempDir(), "held.db")
+	out, err = run(t, "ledger", "hold", "--snapshot", filepath.Join(backups, md.Snapshot), "--out", held)
+	require.NoError(t, err)
+	var h ledgerbackup.Result
+	require.NoError(t, json.Unmarshal([]byte(out), &h), out)
+	require.True(t, h.Held.Held)
+	members := t.TempDir()
+	cluster := "m0=https://m0.etcd:2380,m1=https://m1.etcd:2380,m2=https://m2.etcd:2380"
+	_, err = run(t, "ledger", "restore", "--snapshot", filepath.Join(backups, md.Snapshot), "--etcd-data-dir", filepath.Join(members, "m0"),
+		"--name", "m0", "--initial-cluster", cluster, "--initial-advertise-peer-urls", "https://m0.etcd:2380")
+	require.Error(t, err, "a member of three restores a held snapshot only")
+	assert.Contains(t, err.Error(), "ledger hold")
+	for _, m := range []string{"m0", "m1", "m2"} {
+		out, err = run(t, "ledger", "restore", "--snapshot", held, "--etcd-data-dir", filepath.Join(members, m),
+			"--name", m, "--initial-cluster", cluster, "--initial-advertise-peer-urls", "https://"+m+".etcd:2380", "--initial-cluster-token", "dockerios-etcd")
+		require.NoError(t, err, m)
+		var r ledgerbackup.Result
+		require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+		assert.Equal(t, h.Record.ID, r.Record.ID, "every member holds the same restore")
+		assert.DirExists(t, filepath.Join(members, m, "member", "wal"))
+	}
+
 	_, err = run(t, "ledger", "restore", "--snapshot", filepath.Join(backups, md.Snapshot), "--data-dir", t.TempDir(), "--name", "x")
 	require.Error(t, err)
 	_, err = run(t, "ledger", "backup", "--data-dir", t.TempDir(), "--out", backups)
