@@ -2,9 +2,11 @@
 # Runs every test DockerIOS has, as CI does: formatting and vet, the
 # generated-code check, unit and storage tests (against embedded etcd), the
 # integration tests that drive the real apiserver binary with the real
-# kubectl, and the tests behind a real kube-apiserver (test/aggregated),
-# whose etcd, kube-apiserver and kube-controller-manager are built from
-# their Go modules on the first run (many minutes) and reused after; the
+# kubectl, and the tests behind a real kube-apiserver (test/aggregated;
+# test/ledger: the ledger's backup, restore, refusal of an empty ledger
+# under the garbage collector, and uninstall), whose etcd, kube-apiserver
+# and kube-controller-manager are built from their Go modules on the first
+# run (many minutes) and reused after; the
 # guest agent (also built for darwin), the hook sidecar (and its generated
 # gRPC code, and the hook through real libvirt and QEMU) and the bootdisk
 # builder's own module. Needs Go and kubectl; the Debian packages (protoc,
