@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
+	"github.com/dockerios/dockerios/test/framework"
 )
 
 func dockerioResource(resource string) schema.GroupResource { return dockerio.Resource(resource) }
@@ -98,56 +99,7 @@ func (s *snapshot) violations() []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 
-	holders := map[string][]string{}
-	for _, m := range s.machines {
-		ref := m.Status.IdentityRef
-		if ref == nil {
-			continue
-		}
-		holders[ref.Name] = append(holders[ref.Name], m.Name)
-		id := s.identities[ref.Name]
-		switch {
-		case id == nil:
-			add("machine %s holds identity %s, which does not exist", m.Name, ref.Name)
-		case id.Status.Allocation == nil:
-			add("machine %s holds identity %s, which is free", m.Name, ref.Name)
-		case id.Status.Allocation.MachineNamespace != m.Namespace || id.Status.Allocation.MachineName != m.Name || id.Status.Allocation.MachineUID != string(m.UID):
-			a := id.Status.Allocation
-			add("machine %s (uid %s) holds identity %s, allocated to %s/%s (uid %s)", m.Name, m.UID, ref.Name, a.MachineNamespace, a.MachineName, a.MachineUID)
-		}
-	}
-	for id, ms := range holders {
-		if len(ms) > 1 {
-			add("identity %s is held by %d machines: %v", id, len(ms), ms)
-		}
-	}
-	for _, id := range s.identities {
-		a := id.Status.Allocation
-		if a == nil {
-			continue
-		}
-		m := s.machines[a.MachineName]
-		switch {
-		case a.MachineNamespace != testNS || m == nil:
-			add("identity %s is allocated to %s/%s, which does not exist", id.Name, a.MachineNamespace, a.MachineName)
-		case string(m.UID) != a.MachineUID:
-			add("identity %s is allocated to %s uid %s; the machine's uid is %s", id.Name, a.MachineName, a.MachineUID, m.UID)
-		case m.Status.IdentityRef == nil || m.Status.IdentityRef.Name != id.Name:
-			add("identity %s is allocated to %s, which holds %v", id.Name, a.MachineName, m.Status.IdentityRef)
-		}
-	}
-
-	seen := map[string]string{}
-	for _, id := range s.identities {
-		for field, v := range map[string]string{"serialNumber": id.Spec.SerialNumber, "boardSerialNumber": id.Spec.BoardSerialNumber,
-			"systemUUID": id.Spec.SystemUUID, "macAddress": id.Spec.MACAddress, "rom": id.Spec.ROM} {
-			k := field + "=" + v
-			if other, ok := seen[k]; ok {
-				add("identities %s and %s share %s", other, id.Name, k)
-			}
-			seen[k] = id.Name
-		}
-	}
+	out = append(out, framework.LedgerViolations(testNS, s.machines, s.identities)...)
 
 	boundTo := map[string][]string{}
 	for _, m := range s.machines {

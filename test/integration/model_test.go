@@ -1385,62 +1385,18 @@ func (s *modelSnapshot) violations() []string {
 
 	// 1. An identity is held by at most one machine, which exists and
 	// names it back; a machine holds at most one identity, of its
-	// class's pool, which names it back.
-	holders := map[string][]string{}
+	// class's pool, which names it back. 2. No value in two identities.
+	out = append(out, framework.LedgerViolations(modelNS, s.machines, s.identities)...)
 	for _, m := range s.machines {
 		ref := m.Status.IdentityRef
 		if ref == nil {
 			continue
 		}
-		holders[ref.Name] = append(holders[ref.Name], m.Name)
 		if m.Status.Phase == dockerio.MachineFailed {
 			add("inv1: Failed machine %s still holds identity %s", m.Name, ref.Name)
 		}
-		id := s.identities[ref.Name]
-		switch {
-		case id == nil:
-			add("inv1: machine %s holds identity %s, which does not exist", m.Name, ref.Name)
-		case id.Status.Allocation == nil:
-			add("inv1: machine %s holds identity %s, whose allocation is empty", m.Name, ref.Name)
-		case id.Status.Allocation.MachineNamespace != m.Namespace || id.Status.Allocation.MachineName != m.Name ||
-			id.Status.Allocation.MachineUID != string(m.UID):
-			a := id.Status.Allocation
-			add("inv1: machine %s (uid %s) holds identity %s, allocated to %s/%s (uid %s)", m.Name, m.UID, ref.Name, a.MachineNamespace, a.MachineName, a.MachineUID)
-		case id.Spec.PoolName != modelClassPool[m.Spec.ClassName]:
+		if id := s.identities[ref.Name]; id != nil && id.Spec.PoolName != modelClassPool[m.Spec.ClassName] {
 			add("inv1: machine %s of class %s holds identity %s of pool %s", m.Name, m.Spec.ClassName, id.Name, id.Spec.PoolName)
-		}
-	}
-	for id, ms := range holders {
-		if len(ms) > 1 {
-			add("inv1: identity %s is held by %d machines: %v", id, len(ms), ms)
-		}
-	}
-	for _, id := range s.identities {
-		a := id.Status.Allocation
-		if a == nil {
-			continue
-		}
-		m := s.machines[a.MachineName]
-		switch {
-		case a.MachineNamespace != modelNS || m == nil:
-			add("inv1: identity %s is allocated to %s/%s, which does not exist", id.Name, a.MachineNamespace, a.MachineName)
-		case string(m.UID) != a.MachineUID:
-			add("inv1: identity %s is allocated to %s uid %s; the machine's uid is %s", id.Name, a.MachineName, a.MachineUID, m.UID)
-		case m.Status.IdentityRef == nil || m.Status.IdentityRef.Name != id.Name:
-			add("inv1: identity %s is allocated to %s, which holds %v", id.Name, a.MachineName, m.Status.IdentityRef)
-		}
-	}
-
-	// 2. No value in two identities.
-	seen := map[string]string{}
-	for _, id := range s.identities {
-		for field, v := range map[string]string{"serialNumber": id.Spec.SerialNumber, "boardSerialNumber": id.Spec.BoardSerialNumber,
-			"systemUUID": id.Spec.SystemUUID, "macAddress": id.Spec.MACAddress, "rom": id.Spec.ROM} {
-			k := field + "=" + v
-			if other, ok := seen[k]; ok {
-				add("inv2: identities %s and %s share %s", other, id.Name, k)
-			}
-			seen[k] = id.Name
 		}
 	}
 
