@@ -169,7 +169,7 @@ func TestRestore_NeverReissuesALiveIdentity(t *testing.T) {
 	recorder := record.NewFakeRecorder(100)
 	guard := &vmaudit.Guard{Client: client, Identities: d.MacOSIdentities().Lister(), Machines: d.MacOSMachines().Lister(),
 		Pools: d.MacOSIdentityPools().Lister(), VMs: cache.NewGenericLister(vmStore, schema.GroupResource{Group: "kubevirt.io", Resource: "virtualmachines"}),
-		VMIs: cache.NewGenericLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), schema.GroupResource{Group: "kubevirt.io", Resource: "virtualmachineinstances"}),
+		VMIs:    cache.NewGenericLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), schema.GroupResource{Group: "kubevirt.io", Resource: "virtualmachineinstances"}),
 		Secrets: kf.Core().V1().Secrets().Lister(), Recorder: recorder, Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
 	stop := make(chan struct{})
 	defer close(stop)
