@@ -273,7 +273,10 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	fmt.Printf("pool claim create → Bound vs the same object as a CRD vs ConfigMap create, through one kube-apiserver, %d rounds of %d objects of each kind (goal: claim p99 ≤ 1.25 × CRD p99)\n", rounds, perBurst)
-	fmt.Printf("%7s  %9s %9s  %9s %9s  %9s %9s  %9s %9s  %s\n", "clients", "claim p50", "claim p99", "CRD p50", "CRD p99", "CM p50", "CM p99", "claim/CRD", "claim/CM", "p99 goal")
+	// p99 of 400 latencies is the slowest few of the slowest burst, which
+	// a neighbour's spike decides; the p50 ratio shows the steady cost.
+	fmt.Printf("%7s  %9s %9s  %9s %9s  %9s %9s  %13s %13s %12s  %s\n", "clients", "claim p50", "claim p99", "CRD p50", "CRD p99", "CM p50", "CM p99",
+		"claim/CRD p50", "claim/CRD p99", "claim/CM p99", "p99 goal")
 	for _, r := range results {
 		c := fmt.Sprintf("c%d", r.clients)
 		cp50, cp99 := pct(r.claims, 50), pct(r.claims, 99)
@@ -285,15 +288,16 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		b.ReportMetric(ms(dp99), "crd-p99-ms-"+c)
 		b.ReportMetric(ms(mp50), "configmap-p50-ms-"+c)
 		b.ReportMetric(ms(mp99), "configmap-p99-ms-"+c)
+		b.ReportMetric(cp50.Seconds()/dp50.Seconds(), "claim/crd-p50-"+c)
 		b.ReportMetric(cp99.Seconds()/dp99.Seconds(), "claim/crd-p99-"+c)
 		b.ReportMetric(cp99.Seconds()/mp99.Seconds(), "claim/configmap-p99-"+c)
 		met := "met"
 		if cp99.Seconds() > 1.25*dp99.Seconds() {
 			met = "NOT met"
 		}
-		fmt.Printf("%7d  %9s %9s  %9s %9s  %9s %9s  %9.2f %9.2f  %s\n", r.clients,
+		fmt.Printf("%7d  %9s %9s  %9s %9s  %9s %9s  %13.2f %13.2f %12.2f  %s\n", r.clients,
 			cp50.Round(100*time.Microsecond), cp99.Round(100*time.Microsecond), dp50.Round(100*time.Microsecond), dp99.Round(100*time.Microsecond),
-			mp50.Round(100*time.Microsecond), mp99.Round(100*time.Microsecond), cp99.Seconds()/dp99.Seconds(), cp99.Seconds()/mp99.Seconds(), met)
+			mp50.Round(100*time.Microsecond), mp99.Round(100*time.Microsecond), cp50.Seconds()/dp50.Seconds(), cp99.Seconds()/dp99.Seconds(), cp99.Seconds()/mp99.Seconds(), met)
 	}
 }
 
