@@ -143,7 +143,7 @@ func newLedgers(c CompletedConfig, server *genericapiserver.GenericAPIServer) (l
 	}
 	identityledger.RegisterMetrics()
 	binding.RegisterMetrics()
-	ledger, err := identityledger.New(client, cfg.RESTOptionsGetter, identityledger.Options{Recorder: recorder, MachineGone: binder.MachineGone})
+	ledger, err := identityledger.New(client, cfg.RESTOptionsGetter, identityledger.Options{Recorder: recorder, Claims: binder})
 	if err != nil {
 		client.Close()
 		return ledgers{}, err

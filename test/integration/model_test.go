@@ -1307,6 +1307,10 @@ type modelSnapshot struct {
 	// queue: the claim queue's keys (<pool>/<claim>, one namespace) and
 	// the claim uid each holds.
 	queue map[string]string
+	// queueCreated: each queue key's create revision (the queue's order).
+	queueCreated map[string]int64
+	// bindable: the bindable index's keys (<pool>/<machine>, one namespace).
+	bindable map[string]bool
 	// modRevs: every key under /registry/dockerios.io/ but the identity
 	// pools' (whose status is written in the background), by mod revision.
 	modRevs map[string]int64
@@ -1319,7 +1323,8 @@ func (h *modelHarness) snapshot(ctx context.Context) (*modelSnapshot, error) {
 	}
 	s := &modelSnapshot{rev: resp.Header.Revision, identities: map[string]*dockerio.MacOSIdentity{},
 		machines: map[string]*dockerio.MacOSMachine{}, created: map[string]int64{}, claims: map[string]*dockerio.MacOSMachineClaim{},
-		pools: map[string]*dockerio.MacOSIdentityPool{}, modRevs: map[string]int64{}, queue: map[string]string{}}
+		pools: map[string]*dockerio.MacOSIdentityPool{}, modRevs: map[string]int64{}, queue: map[string]string{},
+		bindable: map[string]bool{}, queueCreated: map[string]int64{}}
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
 		decode := func(r *txn.Resource) (runtime.Object, error) {
@@ -1331,6 +1336,9 @@ func (h *modelHarness) snapshot(ctx context.Context) (*modelSnapshot, error) {
 		switch {
 		case strings.HasPrefix(key, modelQueuePrefix):
 			s.queue[strings.TrimPrefix(key, modelQueuePrefix)] = string(kv.Value)
+			s.queueCreated[strings.TrimPrefix(key, modelQueuePrefix)] = kv.CreateRevision
+		case strings.HasPrefix(key, modelBindablePrefix):
+			s.bindable[strings.TrimPrefix(key, modelBindablePrefix)] = true
 		case strings.HasPrefix(key, h.res.identities.KeyPrefix()):
 			obj, err := decode(h.res.identities)
 			if err != nil {
@@ -1487,13 +1495,55 @@ func (s *modelSnapshot) violations() []string {
 			add("inv5b: queue entry %s outlived its claim", key)
 		}
 	}
+
+	// 6. No claim of a pool waits while a machine of that pool is free
+	// (the model's claims have no selector: any free machine of the pool
+	// would do). This holds at every revision, with no controller: the
+	// write that frees a machine binds the oldest waiting claim, and a
+	// claim joins the queue only while no machine is free.
+	free6 := map[string][]string{}
+	for _, m := range s.machines {
+		if machineFree(m) {
+			free6[m.Spec.PoolName] = append(free6[m.Spec.PoolName], m.Name)
+		}
+	}
+	for _, c := range s.claims {
+		waits := c.Spec.PoolName != "" && c.Status.MachineName == "" && c.DeletionTimestamp == nil && c.Status.Phase != dockerio.ClaimLost
+		if ms := free6[c.Spec.PoolName]; waits && len(ms) > 0 {
+			add("inv6: claim %s of pool %s is Pending while %d machines of the pool are free: %v", c.Name, c.Spec.PoolName, len(ms), first(ms))
+		}
+	}
+	// 6b. The bindable index holds exactly the free machines.
+	for _, m := range s.machines {
+		key := m.Spec.PoolName + "/" + m.Name
+		if machineFree(m) != s.bindable[key] {
+			add("inv6b: machine %s is free: %v, in the bindable index: %v (phase %s, claimRef %v, deleting %v, conditions %v)", m.Name, machineFree(m), s.bindable[key],
+				m.Status.Phase, m.Status.ClaimRef, m.DeletionTimestamp != nil, m.Status.Conditions)
+		}
+	}
+	for key := range s.bindable {
+		if _, name, _ := strings.Cut(key, "/"); s.machines[name] == nil {
+			add("inv6b: bindable index entry %s outlived its machine", key)
+		}
+	}
 	sort.Strings(out)
 	return out
 }
 
-// modelQueuePrefix is where the model's namespace's claims wait (see
-// package binding).
-const modelQueuePrefix = "/registry/dockerios.io/claim-queue/" + modelNS + "/"
+// modelQueuePrefix is where the model's namespace's claims wait, and
+// modelBindablePrefix where its free machines are indexed (see package
+// binding).
+const (
+	modelQueuePrefix    = "/registry/dockerios.io/claim-queue/" + modelNS + "/"
+	modelBindablePrefix = "/registry/dockerios.io/bindable-machines/" + modelNS + "/"
+)
+
+// machineFree is a machine a claim of its pool could be bound to now.
+func machineFree(m *dockerio.MacOSMachine) bool {
+	return m.Spec.PoolName != "" && m.DeletionTimestamp == nil && m.Status.ClaimRef == nil &&
+		m.Status.Phase == dockerio.MachineReady && meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineConditionReady) &&
+		!meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased)
+}
 
 func first(xs []string) []string {
 	sort.Strings(xs)
@@ -1952,7 +2002,15 @@ func (h *modelHarness) dryRunBattery(ctx context.Context, when string) {
 		return live(m) && m.Spec.PoolName != "" && m.Status.IdentityRef != nil && m.Status.Phase != dockerio.MachineReady
 	}); mname != "" {
 		mmpool := s.machines[mname].Spec.PoolName
-		_, _, err := h.dryThenReal("machine ready", func(c versioned.Interface, dry bool) (runtime.Object, error) {
+		// The oldest claim of the pool waiting, if any, is bound to the
+		// machine in the status write that makes it Ready.
+		oldest, oldestRev := "", int64(0)
+		for key, rev := range s.queueCreated {
+			if pool, name, _ := strings.Cut(key, "/"); pool == mmpool && (oldest == "" || rev < oldestRev) {
+				oldest, oldestRev = name, rev
+			}
+		}
+		_, readyOut, err := h.dryThenReal("machine ready", func(c versioned.Interface, dry bool) (runtime.Object, error) {
 			cur, err := c.DockeriosV1alpha1().MacOSMachines(modelNS).Get(ctx, mname, metav1.GetOptions{})
 			if err != nil {
 				return nil, err
@@ -1962,6 +2020,14 @@ func (h *modelHarness) dryRunBattery(ctx context.Context, when string) {
 			return c.DockeriosV1alpha1().MacOSMachines(modelNS).UpdateStatus(ctx, cur, metav1.UpdateOptions{DryRun: dryRunIf(dry)})
 		})
 		h.expect("quiet machine ready "+mname, err, 0)
+		if ready, ok := readyOut.(*v1alpha1.MacOSMachine); ok {
+			switch ref := ready.Status.ClaimRef; {
+			case oldest == "" && ref != nil:
+				h.fail("quiet machine ready: %s was bound to claim %s, but no claim of pool %s waited", mname, ref.Name, mmpool)
+			case oldest != "" && (ref == nil || ref.Name != oldest):
+				h.fail("quiet machine ready: %s became Ready with claimRef %v while claim %s, the oldest of pool %s, waited", mname, ref, oldest, mmpool)
+			}
+		}
 		cname := fmt.Sprintf("c-q%d", q)
 		err, _ = h.call(r, func(c versioned.Interface) error {
 			_, err := c.DockeriosV1alpha1().MacOSMachineClaims(modelNS).Create(ctx, &v1alpha1.MacOSMachineClaim{
@@ -2004,16 +2070,18 @@ func (h *modelHarness) dryRunBattery(ctx context.Context, when string) {
 			})
 			h.expect("quiet "+refusal.kind+" ("+other+")", err, 409)
 		}
-		if err == nil && bound.Status.MachineName == "" {
-			h.model.attempt("bind/mmclaim/" + cname)
-			_, out, err := h.dryThenReal("claim bind", func(c versioned.Interface, dry bool) (runtime.Object, error) {
+		boundAtCreate := err == nil && bound.Status.MachineName != ""
+		if err == nil && !boundAtCreate {
+			// Pending: no machine of the pool was free, so the one just
+			// made Ready went to the oldest waiting claim — and a bound
+			// machine cannot be bound again.
+			_, _, err = h.dryThenReal("claim bind to a bound machine", func(c versioned.Interface, dry bool) (runtime.Object, error) {
 				return c.DockeriosV1alpha1().MacOSMachineClaims(modelNS).Bind(ctx, cname, &v1alpha1.MacOSMachineBinding{MachineName: mname},
 					metav1.CreateOptions{DryRun: dryRunIf(dry)})
 			})
-			h.expect("quiet claim bind of "+cname+" to "+mname, err, 0)
-			if out != nil && out.(*v1alpha1.MacOSMachineClaim).Status.MachineName != mname {
-				h.fail("quiet claim bind: %s is bound to %q, not %s", cname, out.(*v1alpha1.MacOSMachineClaim).Status.MachineName, mname)
-			}
+			h.expect("quiet claim bind of "+cname+" to bound "+mname, err, 409)
+		}
+		if boundAtCreate {
 			// A bound machine cannot be bound again.
 			other := fmt.Sprintf("c-q%d-b", q)
 			err, _ = h.call(r, func(c versioned.Interface) error {
@@ -2039,7 +2107,7 @@ func (h *modelHarness) dryRunBattery(ctx context.Context, when string) {
 		if err, _ := h.call(r, func(c versioned.Interface) (err error) {
 			m, err = c.DockeriosV1alpha1().MacOSMachines(modelNS).Get(ctx, mname, metav1.GetOptions{})
 			return err
-		}); err == nil && (m.Status.ClaimRef != nil || !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased)) {
+		}); boundAtCreate && err == nil && (m.Status.ClaimRef != nil || !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased)) {
 			h.fail("quiet claim delete: %s's machine %s has claimRef %v and Released %v", cname, mname, m.Status.ClaimRef,
 				meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased))
 		}
@@ -2118,10 +2186,10 @@ func (h *modelHarness) report(writing, total time.Duration) {
 	for _, k := range []string{
 		"identity create", "identity create (dry run)", "identity apply", "identity delete",
 		"machine create", "machine create (dry run)", "machine apply", "machine fail (status update)", "machine fail (status merge patch)",
-		"machine delete", "machine ready", "claim create", "claim bind", "claim delete",
+		"machine delete", "machine ready", "claim create", "claim delete",
 		"quiet identity create (dry run)", "quiet identity apply (dry run)", "quiet machine create (dry run)", "quiet machine apply (dry run)",
 		"quiet identity delete of a free identity (dry run)", "quiet machine fail (dry run)", "quiet machine delete (dry run)",
-		"quiet machine finalizer removal (dry run)", "quiet machine ready (dry run)", "quiet claim bind (dry run)", "quiet claim delete (dry run)",
+		"quiet machine finalizer removal (dry run)", "quiet machine ready (dry run)", "quiet claim delete (dry run)",
 	} {
 		if s := h.stats.byKind[k]; s == nil || s.ok == 0 {
 			t.Errorf("seed %d: no %q succeeded", h.seed, k)

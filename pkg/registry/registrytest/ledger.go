@@ -47,11 +47,11 @@ func NewLedger(t testing.TB, getter *RESTOptionsGetter) (*identityledger.Ledger,
 func NewLedgerAndBinder(t testing.TB, getter *RESTOptionsGetter) (*identityledger.Ledger, *binding.Binder) {
 	t.Helper()
 	binder := NewBinder(t, getter)
-	ledger, _ := newLedger(t, getter, binder.MachineGone)
+	ledger, _ := newLedger(t, getter, binder)
 	return ledger, binder
 }
 
-func newLedger(t testing.TB, getter *RESTOptionsGetter, machineGone func(context.Context, *txn.Txn, *dockerio.MacOSMachine) error) (*identityledger.Ledger, *record.FakeRecorder) {
+func newLedger(t testing.TB, getter *RESTOptionsGetter, claims identityledger.Claims) (*identityledger.Ledger, *record.FakeRecorder) {
 	t.Helper()
 	client, err := txn.NewClient(storagebackend.TransportConfig{ServerList: getter.Endpoints()})
 	if err != nil {
@@ -59,7 +59,7 @@ func newLedger(t testing.TB, getter *RESTOptionsGetter, machineGone func(context
 	}
 	t.Cleanup(func() { client.Close() })
 	recorder := record.NewFakeRecorder(100000)
-	l, err := identityledger.New(client, getter, identityledger.Options{Recorder: recorder, MachineGone: machineGone})
+	l, err := identityledger.New(client, getter, identityledger.Options{Recorder: recorder, Claims: claims})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,18 +20,20 @@ limitations under the License.
 // a claim is created Bound or bound later, when it is deleted (the machine
 // is freed), and when its machine goes (the claim is Lost).
 //
-// A claim for a pool is Bound in the transaction that creates it when this
-// apiserver knows a Ready, unbound machine of the pool (the one Ready
-// longest) and no older claim of the pool waits. Otherwise it is created
-// Pending and joins its pool's queue, an index key per waiting claim beside
-// the resources' own keys:
+// A claim for a pool is Bound in the transaction that creates it whenever
+// a Ready, unbound machine of the pool that it may take exists (the one
+// Ready longest); otherwise it is created Pending and joins its pool's
+// queue, an index key per waiting claim beside the resources' own keys:
 //
 //	<storage prefix>dockerios.io/claim-queue/<ns>/<pool>/<claim> → claim uid
 //
-// A create binds only while its pool's queue is empty (a transaction
-// condition), so a new claim never overtakes a waiting one; the controller
-// binds waiting claims, oldest first, through the bind subresource, which
-// takes the claim out of the queue in the same write.
+// and the write that later frees a machine it may take — the status write
+// that makes the machine Ready, a label change, another claim's bind
+// failing — binds the oldest such claim to it in that same transaction.
+// The bindable index (bindable.go) makes both sides conditions etcd
+// checks, so no claim of a pool is ever Pending while a machine of the pool
+// it could take is free, whatever the controller is doing. The controller's
+// bind subresource is left as a repair.
 package binding
 
 import (
@@ -83,6 +85,9 @@ type Binder struct {
 	recorder record.EventRecorder
 	// queueRoot is where the queues of waiting pool claims live.
 	queueRoot string
+	// bindableRoot is where the index of bindable machines lives (see
+	// bindable.go).
+	bindableRoot string
 	// view holds the machines a claim can be bound to at create (see
 	// RunMachineView).
 	view machineView
@@ -106,7 +111,8 @@ func New(client *clientv3.Client, optsGetter generic.RESTOptionsGetter, clk cloc
 		recorder = &record.FakeRecorder{}
 	}
 	return &Binder{client: client, claims: claims, machines: machines, clock: clk, recorder: recorder,
-		queueRoot: claims.StoragePrefix() + "dockerios.io/claim-queue/"}, nil
+		queueRoot:    claims.StoragePrefix() + "dockerios.io/claim-queue/",
+		bindableRoot: claims.StoragePrefix() + "dockerios.io/bindable-machines/"}, nil
 }
 
 // Bind binds the claim namespace/claimName to machineName, writing both in
@@ -152,6 +158,9 @@ func (b *Binder) Bind(ctx context.Context, namespace, claimName, machineName str
 		}
 		if err := tx.WriteObject(ctx, b.machines, machineKey, heldBy(m, claim)); err != nil {
 			return nil, err
+		}
+		if isBindable(m) {
+			tx.Delete(b.bindableKey(m))
 		}
 		if claim.Spec.PoolName != "" {
 			// Served: the claim leaves its pool's queue.

@@ -125,7 +125,7 @@ func (e *env) getClaim(t *testing.T, name string) *dockerio.MacOSMachineClaim {
 
 func TestBind_WritesClaimAndMachineTogether(t *testing.T) {
 	e := newEnv(t, registrytest.AllowAll)
-	e.readyMachine(t, "mac-1")
+	e.strayMachine(t, "mac-1")
 	c := e.claim(t, "ci-1")
 
 	bound, err := e.bind("ci-1", "mac-1")
@@ -150,7 +150,7 @@ func TestBind_RefusesWithTheReason(t *testing.T) {
 		// Made Lost through /status while waiting, it left its pool's
 		// queue; bound, it would be the one way out of Lost.
 		"claim made Lost": {
-			setup: func(t *testing.T, e *env) { e.readyMachine(t, "mac-1") },
+			setup: func(t *testing.T, e *env) { e.strayMachine(t, "mac-1") },
 			claimed: func(t *testing.T, e *env) {
 				lost := e.getClaim(t, "ci-1")
 				lost.Status.Phase = dockerio.ClaimLost
@@ -173,7 +173,7 @@ func TestBind_RefusesWithTheReason(t *testing.T) {
 		},
 		"machine already bound": {
 			setup: func(t *testing.T, e *env) {
-				e.readyMachine(t, "mac-1")
+				e.strayMachine(t, "mac-1")
 				e.claim(t, "first")
 				_, err := e.bind("first", "mac-1")
 				require.NoError(t, err)
@@ -219,8 +219,8 @@ func TestBind_RefusesWithTheReason(t *testing.T) {
 
 func TestBind_ABoundClaimIsNeverReBound(t *testing.T) {
 	e := newEnv(t, registrytest.AllowAll)
-	e.readyMachine(t, "mac-1")
-	e.readyMachine(t, "mac-2")
+	e.strayMachine(t, "mac-1")
+	e.strayMachine(t, "mac-2")
 	e.claim(t, "ci-1")
 	_, err := e.bind("ci-1", "mac-1")
 	require.NoError(t, err)
@@ -272,7 +272,7 @@ func TestBind_ClassClaimsBindOnlyTheMachineMadeForThem(t *testing.T) {
 
 func TestBind_RefusesABindingForAnotherNamespaceOrClaim(t *testing.T) {
 	e := newEnv(t, registrytest.AllowAll)
-	e.readyMachine(t, "mac-1")
+	e.strayMachine(t, "mac-1")
 	e.claim(t, "ci-1")
 	for _, b := range []*dockerio.MacOSMachineBinding{
 		{MachineName: "mac-1", MachineNamespace: "elsewhere"},
@@ -286,7 +286,7 @@ func TestBind_RefusesABindingForAnotherNamespaceOrClaim(t *testing.T) {
 
 func TestBind_DryRunWritesNothing(t *testing.T) {
 	e := newEnv(t, registrytest.AllowAll)
-	e.readyMachine(t, "mac-1")
+	e.strayMachine(t, "mac-1")
 	e.claim(t, "ci-1")
 	obj, err := e.claims.Bind.Create(e.ctx(), "ci-1", &dockerio.MacOSMachineBinding{MachineName: "mac-1"}, rest.ValidateAllObjectFunc, &metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	require.NoError(t, err)
@@ -297,7 +297,7 @@ func TestBind_DryRunWritesNothing(t *testing.T) {
 
 func TestClaimDelete_FreesTheMachineInTheSameWrite(t *testing.T) {
 	e := newEnv(t, registrytest.AllowAll)
-	e.readyMachine(t, "mac-1")
+	e.strayMachine(t, "mac-1")
 	e.claim(t, "ci-1")
 	_, err := e.bind("ci-1", "mac-1")
 	require.NoError(t, err)
@@ -335,7 +335,7 @@ func TestClaimDelete_FreesTheMachineInTheSameWrite(t *testing.T) {
 
 func TestMachineGone_LeavesItsClaimLost(t *testing.T) {
 	e := newEnv(t, registrytest.AllowAll)
-	e.readyMachine(t, "mac-1")
+	e.strayMachine(t, "mac-1")
 	e.claim(t, "ci-1")
 	_, err := e.bind("ci-1", "mac-1")
 	require.NoError(t, err)
@@ -363,7 +363,7 @@ func TestBind_50ClaimsRaceFor20Machines(t *testing.T) {
 	e := newEnv(t, registrytest.AllowAll)
 	const machines, claims = 20, 50
 	for i := range machines {
-		e.readyMachine(t, fmt.Sprintf("mac-%02d", i))
+		e.strayMachine(t, fmt.Sprintf("mac-%02d", i))
 	}
 	for i := range claims {
 		e.claim(t, fmt.Sprintf("ci-%02d", i))
@@ -431,7 +431,7 @@ func TestCustomVerbs_ForbiddenSaysWhichVerbOnWhichObject(t *testing.T) {
 	})
 	t.Run("bind on the machine", func(t *testing.T) {
 		e := newEnv(t, deny("bind"))
-		e.readyMachine(t, "mac-1")
+		e.strayMachine(t, "mac-1")
 		e.claim(t, "ci-1")
 		_, err := e.bind("ci-1", "mac-1")
 		require.True(t, apierrors.IsForbidden(err), "got %v", err)

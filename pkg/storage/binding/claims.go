@@ -22,6 +22,7 @@ import (
 	"path"
 	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,19 +64,21 @@ var _ door.Storage = &claimStorage{}
 // AnswersDryRuns: every write here honours door.WithDryRun.
 func (s *claimStorage) AnswersDryRuns() {}
 
-// createOutcome is what one attempt at creating a Bound claim came to.
+// createOutcome is what one attempt at creating a claim came to.
 type createOutcome int
 
 const (
-	created      createOutcome = iota // written, or refused for good
-	tryAnother                        // the machine changed meanwhile
-	joinTheQueue                      // an older claim of the pool waits
+	created    createOutcome = iota // written, or refused for good
+	tryAnother                      // what the attempt read changed meanwhile
 )
 
-// Create writes a new claim: Bound to the Ready machine of its pool that
-// has been Ready longest when this apiserver's view knows one and no older
-// claim of the pool waits; Pending, in its pool's queue, otherwise. A claim
-// for a class is always created Pending: the controller makes its machine.
+// Create writes a new claim. A pool claim is Bound, in the transaction
+// that creates it, to a Ready, unbound machine of its pool it may take —
+// the one Ready longest that this apiserver's view offers, else the one
+// free longest in the pool's bindable index in etcd — and only when there
+// is none does it join its pool's queue, on condition that none became
+// free since it looked (see bindable.go). A claim for a class is always
+// created Pending: the controller makes its machine.
 func (s *claimStorage) Create(ctx context.Context, key string, obj, out runtime.Object, _ uint64) error {
 	c, ok := obj.(*dockerio.MacOSMachineClaim)
 	if !ok {
@@ -88,52 +91,94 @@ func (s *claimStorage) Create(ctx context.Context, key string, obj, out runtime.
 	if err != nil {
 		return err
 	}
-	why := "no Ready, unbound MacOSMachine of the pool is free to take"
-	if c.Spec.PoolName != "" {
-		var selector labels.Selector
-		if c.Spec.Selector != nil {
-			// Validation has refused a malformed selector already.
-			if selector, err = metav1.LabelSelectorAsSelector(c.Spec.Selector); err != nil {
-				return apierrors.NewBadRequest(err.Error())
-			}
-			if !selector.Empty() {
-				why = "no Ready, unbound MacOSMachine of the pool matching its selector is free to take"
-			}
+	if c.Spec.PoolName == "" {
+		res, err := s.createPendingUnless(ctx, key, cKey, s.b.waiting(c, ""), "", 0, out)
+		if err == nil && res != created {
+			err = storage.NewKeyExistsError(key, 0)
 		}
-		for range maxAttempts {
-			m, known := s.b.view.pick(c.Namespace, c.Spec.PoolName, selector)
-			if !known {
-				why = "this apiserver is still loading its view of the pool's machines"
-				break
-			}
-			if m == nil {
-				break
-			}
+		return err
+	}
+	var selector labels.Selector
+	if c.Spec.Selector != nil {
+		// Validation has refused a malformed selector already.
+		if selector, err = metav1.LabelSelectorAsSelector(c.Spec.Selector); err != nil {
+			return apierrors.NewBadRequest(err.Error())
+		}
+	}
+	for range maxAttempts {
+		// The view is a hint that spares a read of etcd; after a lost
+		// race, or when it offers nothing, etcd decides.
+		if m, _ := s.b.view.pick(c.Namespace, c.Spec.PoolName, selector); m != nil {
 			res, err := s.createBound(ctx, key, cKey, c, m, out)
 			if err != nil || res == created {
 				return err
 			}
-			if res == joinTheQueue {
-				why = "older claims of the pool wait for a machine"
-				break
-			}
+			continue
+		}
+		res, err := s.createFromIndex(ctx, key, cKey, c, selector, out)
+		if err != nil || res == created {
+			return err
 		}
 	}
-	return s.createPending(ctx, key, cKey, s.b.waiting(c, why), out)
+	return apierrors.NewTooManyRequests(fmt.Sprintf("the machines of MacOSMachinePool %s kept changing while the claim was being created; retry", c.Spec.PoolName), 1)
+}
+
+// createFromIndex creates c Bound to the machine of its pool's bindable
+// index that has been free longest and that c may take, or, with none,
+// Pending in the pool's queue on condition that the index has not changed
+// since it was read.
+func (s *claimStorage) createFromIndex(ctx context.Context, key, cKey string, c *dockerio.MacOSMachineClaim, selector labels.Selector, out runtime.Object) (createOutcome, error) {
+	b := s.b
+	index := b.bindablePrefix(c.Namespace, c.Spec.PoolName)
+	resp, err := b.client.Get(ctx, index, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return created, err
+	}
+	for _, kv := range resp.Kvs {
+		name := strings.TrimPrefix(string(kv.Key), index)
+		obj, rev, err := b.machines.Get(ctx, b.client, b.machines.Key(c.Namespace, name))
+		if storage.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return created, err
+		}
+		m := obj.(*dockerio.MacOSMachine)
+		if !isBindable(m) || refusal(c, m) != "" {
+			continue
+		}
+		if busy, ok := b.view.begin(m); !ok {
+			// Another create of this replica is binding it: see how that
+			// ends rather than race it.
+			select {
+			case <-busy:
+			case <-ctx.Done():
+				return created, ctx.Err()
+			}
+			return tryAnother, nil
+		}
+		return s.createBound(ctx, key, cKey, c, &bindable{machine: m, rev: rev}, out)
+	}
+	why := "no Ready, unbound MacOSMachine of the pool is free to take"
+	if selector != nil && !selector.Empty() {
+		why = "no Ready, unbound MacOSMachine of the pool matching its selector is free to take"
+	}
+	return s.createPendingUnless(ctx, key, cKey, b.waiting(c, why), index, resp.Header.Revision, out)
 }
 
 // createBound tries to create c Bound to m, in one transaction with m's
-// claimRef, conditioned on m unchanged since the view saw it and on no
-// claim of the pool waiting.
+// claimRef and m's leaving the bindable index, conditioned on m unchanged
+// since it was read. The caller has marked m as being bound (view.pick or
+// view.begin); createBound ends that.
 func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *dockerio.MacOSMachineClaim, m *bindable, out runtime.Object) (createOutcome, error) {
 	b := s.b
 	var hideAt int64 // what this attempt learnt of the machine, for the view
 	defer func() { b.view.done(m, hideAt) }()
 	bound := b.boundTo(c, m.machine)
 	mKey := b.machines.Key(m.machine.Namespace, m.machine.Name)
-	queue := b.queuePrefix(c.Namespace, c.Spec.PoolName)
 	var tx txn.Txn
-	tx.IfAbsent(cKey).IfUnchanged(mKey, m.rev).IfNothingUnder(queue).ReadOnFailure(cKey).ReadFirstUnderOnFailure(queue)
+	tx.IfAbsent(cKey).IfUnchanged(mKey, m.rev).ReadOnFailure(cKey)
 	written, err := tx.PutObject(ctx, b.claims, cKey, bound)
 	if err != nil {
 		return created, err
@@ -141,6 +186,7 @@ func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *doc
 	if err := tx.WriteObject(ctx, b.machines, mKey, heldBy(m.machine, c)); err != nil {
 		return created, err
 	}
+	tx.Delete(b.bindableKey(m.machine))
 	res, err := txn.Commit(ctx, b.client, &tx)
 	if err != nil {
 		return created, err
@@ -161,12 +207,7 @@ func (s *claimStorage) createBound(ctx context.Context, key, cKey string, c *doc
 	if _, exists := res.Found[cKey]; exists {
 		return created, storage.NewKeyExistsError(key, 0)
 	}
-	for k := range res.Found {
-		if strings.HasPrefix(k, queue) {
-			return joinTheQueue, nil
-		}
-	}
-	hideAt = m.rev // the machine changed since the view saw it
+	hideAt = m.rev // the machine changed since it was read
 	return tryAnother, nil
 }
 
@@ -189,27 +230,35 @@ func (b *Binder) waiting(c *dockerio.MacOSMachineClaim, why string) *dockerio.Ma
 	return pending
 }
 
-// createPending creates c Pending; a pool claim joins its pool's queue in
-// the same write.
-func (s *claimStorage) createPending(ctx context.Context, key, cKey string, c *dockerio.MacOSMachineClaim, out runtime.Object) error {
+// createPendingUnless creates c Pending: a claim for a class, or, with
+// index set, a pool claim, which joins its pool's queue in the same write —
+// on condition that no key of the pool's bindable index changed since
+// revision read, when the claim found no machine there it could take.
+func (s *claimStorage) createPendingUnless(ctx context.Context, key, cKey string, c *dockerio.MacOSMachineClaim, index string, read int64, out runtime.Object) (createOutcome, error) {
 	b := s.b
 	var tx txn.Txn
 	tx.IfAbsent(cKey).ReadOnFailure(cKey)
+	if index != "" {
+		tx.IfNothingUnderChangedSince(index, read)
+	}
 	written, err := tx.PutObject(ctx, b.claims, cKey, c)
 	if err != nil {
-		return err
+		return created, err
 	}
 	if c.Spec.PoolName != "" {
 		tx.Put(b.queueKey(c), string(c.UID))
 	}
 	res, err := txn.Commit(ctx, b.client, &tx)
 	if err != nil {
-		return err
+		return created, err
 	}
 	if !res.Succeeded {
-		return storage.NewKeyExistsError(key, 0)
+		if _, exists := res.Found[cKey]; exists || index == "" {
+			return created, storage.NewKeyExistsError(key, 0)
+		}
+		return tryAnother, nil // a machine became free meanwhile
 	}
-	return written.Into(out, res.Revision)
+	return created, written.Into(out, res.Revision)
 }
 
 // GuaranteedUpdate lets the generic store make every update, except two: a

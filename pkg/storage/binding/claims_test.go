@@ -43,7 +43,37 @@ import (
 	"github.com/dockerios/dockerios/pkg/storage/binding"
 )
 
-const queueRoot = "/registry/dockerios.io/claim-queue/"
+const (
+	queueRoot    = "/registry/dockerios.io/claim-queue/"
+	bindableRoot = "/registry/dockerios.io/bindable-machines/"
+)
+
+// strayMachine makes a Ready machine of pool warm that is missing from its
+// pool's bindable index, as an apiserver from before the index left every
+// Ready machine (or an edit of etcd): claims created afterwards wait
+// beside it, which only the bind subresource, the controller's repair,
+// mends.
+func (e *env) strayMachine(t *testing.T, name string, mutate ...func(*dockerio.MacOSMachine)) *dockerio.MacOSMachine {
+	t.Helper()
+	m := e.readyMachine(t, name, mutate...)
+	resp, err := e.getter.Server.V3Client.Client.Delete(context.Background(), bindableRoot+m.Namespace+"/"+m.Spec.PoolName+"/"+name)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, resp.Deleted, "the Ready machine was in the index")
+	return m
+}
+
+// bindable lists the machines of pool warm in its bindable index.
+func (e *env) bindable(t *testing.T) []string {
+	t.Helper()
+	prefix := bindableRoot + metav1.NamespaceDefault + "/warm/"
+	resp, err := e.getter.Server.V3Client.Client.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	var names []string
+	for _, kv := range resp.Kvs {
+		names = append(names, strings.TrimPrefix(string(kv.Key), prefix))
+	}
+	return names
+}
 
 // replica returns another apiserver's storage over e's etcd: its own
 // binder, ledger, stores and (when started) view.
@@ -159,12 +189,33 @@ func TestCreate_BindsTheMachineReadyLongestInTheSameWrite(t *testing.T) {
 	assert.Equal(t, []string{"default/warm/late"}, e.queue(t))
 }
 
-func TestCreate_WithoutAViewEveryClaimWaitsAndBindLeavesTheQueue(t *testing.T) {
+// Without a view (an apiserver still loading it, or one whose watch
+// broke), etcd's bindable index decides: a claim is still Bound at create.
+func TestCreate_WithoutAViewTheIndexBindsAtCreate(t *testing.T) {
 	e := newEnv(t, registrytest.AllowAll)
-	e.readyMachine(t, "mac-1")
+	e.readyMachineSince(t, "mac-new", time.Now())
+	e.readyMachineSince(t, "mac-old", time.Now().Add(-time.Hour))
+	assert.Equal(t, []string{"mac-new", "mac-old"}, e.bindable(t))
+	for _, want := range []string{"mac-new", "mac-old"} {
+		c := e.claim(t, "for-"+want)
+		assert.Equal(t, dockerio.ClaimBound, c.Status.Phase)
+		assert.Equal(t, want, c.Status.MachineName, "the machine free longest first")
+		assert.Equal(t, c.ResourceVersion, e.getMachine(t, want).ResourceVersion, "claim and machine in one write")
+	}
+	assert.Empty(t, e.bindable(t), "a bound machine leaves the index in the write that binds it")
+	late := e.claim(t, "late")
+	assert.Equal(t, dockerio.ClaimPending, late.Status.Phase)
+	assertWaiting(t, late, "no Ready, unbound MacOSMachine of the pool matching its selector is free to take")
+	assert.Equal(t, []string{"default/warm/late"}, e.queue(t))
+}
+
+// The bind subresource stays as the controller's repair, for a machine the
+// index does not know (written before it existed, or an edit of etcd).
+func TestBind_RepairsAStrayMachineAndLeavesTheQueue(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.strayMachine(t, "mac-1")
 	c := e.claim(t, "ci-1")
 	assert.Equal(t, dockerio.ClaimPending, c.Status.Phase)
-	assertWaiting(t, c, "still loading its view")
 	assert.Equal(t, []string{"default/warm/ci-1"}, e.queue(t))
 	bound, err := e.bind("ci-1", "mac-1")
 	require.NoError(t, err)
@@ -175,25 +226,127 @@ func TestCreate_WithoutAViewEveryClaimWaitsAndBindLeavesTheQueue(t *testing.T) {
 	assert.Len(t, bound.Status.Conditions, 1)
 }
 
-func TestCreate_NeverOvertakesAWaitingClaim(t *testing.T) {
+// warmMachine creates a machine of pool warm, not Ready yet.
+func (e *env) warmMachine(t *testing.T, name string) {
+	t.Helper()
+	m := registrytest.Machine(name)
+	m.Spec.PoolName = "warm"
+	m.Labels = map[string]string{"xcode": "16"}
+	_, err := e.machines.Machine.Create(e.ctx(), m, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// makeReady reports an existing machine Ready, as the controller does.
+func (e *env) makeReady(t *testing.T, name string) *dockerio.MacOSMachine {
+	t.Helper()
+	m := e.getMachine(t, name).DeepCopy()
+	m.Status.Phase = dockerio.MachineReady
+	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+		Type: "Ready", Status: metav1.ConditionTrue, Reason: "AgentReady", Message: "the guest agent reports Ready"})
+	obj, _, err := e.machines.Status.Update(e.ctx(), name, rest.DefaultUpdatedObjectInfo(m), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	return obj.(*dockerio.MacOSMachine)
+}
+
+// A machine that becomes Ready is bound, in the status write that says
+// so, to the oldest waiting claim of its pool it may take: no claim waits
+// for the controller while a machine is free.
+func TestMachineReady_BindsTheOldestWaitingClaimInTheSameWrite(t *testing.T) {
 	e := newEnv(t, registrytest.AllowAll)
 	e.startView(t)
 	e.waitBindable(t)
-	first := e.claim(t, "first")
-	require.Equal(t, dockerio.ClaimPending, first.Status.Phase)
-
-	e.readyMachine(t, "mac-1")
-	e.waitBindable(t, "mac-1")
-	second := e.claim(t, "second")
-	assert.Equal(t, dockerio.ClaimPending, second.Status.Phase, "an older claim of the pool waits: the new one queues behind it")
-	assertWaiting(t, second, "older claims of the pool wait")
-	assert.Nil(t, e.getMachine(t, "mac-1").Status.ClaimRef)
-	assert.Equal(t, []string{"default/warm/first", "default/warm/second"}, e.queue(t))
-
-	// The controller serves the queue oldest first.
-	_, err := e.bind("first", "mac-1")
+	picky, err := e.tryClaim("picky", func(c *dockerio.MacOSMachineClaim) {
+		c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"xcode": "15"}}
+	})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"default/warm/second"}, e.queue(t))
+	first, second := e.claim(t, "first"), e.claim(t, "second")
+	for _, c := range []*dockerio.MacOSMachineClaim{picky, first, second} {
+		require.Equal(t, dockerio.ClaimPending, c.Status.Phase)
+	}
+	e.warmMachine(t, "mac-1")
+	ready := e.makeReady(t, "mac-1")
+	require.NotNil(t, ready.Status.ClaimRef, "the status write's answer holds the claim it served")
+	assert.Equal(t, dockerio.ClaimReference{Name: "first", UID: string(first.UID)}, *ready.Status.ClaimRef,
+		"the oldest claim it may take: picky's selector does not match it")
+	c := e.getClaim(t, "first")
+	assert.Equal(t, dockerio.ClaimBound, c.Status.Phase)
+	assert.Equal(t, "mac-1", c.Status.MachineName)
+	assert.Equal(t, ready.ResourceVersion, c.ResourceVersion, "in one transaction")
+	assert.Equal(t, []string{"default/warm/picky", "default/warm/second"}, e.queue(t))
+	assert.Empty(t, e.bindable(t))
+
+	// A free machine whose labels change so that a waiting claim's
+	// selector matches it is bound to that claim in the label write.
+	e.readyMachine(t, "mac-2")
+	// second took it at once (the fixture's selector is xcode=16).
+	assert.Equal(t, "mac-2", e.getClaim(t, "second").Status.MachineName)
+	e.readyMachine(t, "mac-3", func(m *dockerio.MacOSMachine) { m.Labels = map[string]string{"xcode": "14"} })
+	assert.Equal(t, []string{"mac-3"}, e.bindable(t), "nobody waiting may take it: it is free")
+	m := e.getMachine(t, "mac-3").DeepCopy()
+	m.Labels["xcode"] = "15"
+	obj, _, err := e.machines.Machine.Update(e.ctx(), "mac-3", rest.DefaultUpdatedObjectInfo(m), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
+	relabelled := obj.(*dockerio.MacOSMachine)
+	require.NotNil(t, relabelled.Status.ClaimRef)
+	assert.Equal(t, "picky", relabelled.Status.ClaimRef.Name)
+	assert.Equal(t, relabelled.ResourceVersion, e.getClaim(t, "picky").ResourceVersion)
+	assert.Empty(t, e.queue(t))
+	assert.Empty(t, e.bindable(t))
+}
+
+// A free machine marked for deletion (its finalizer holds it) leaves the
+// index in the write that marks it: no claim is bound to it after.
+func TestDelete_AFreeMachineLeavesTheIndexWhenMarked(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.readyMachine(t, "mac-1")
+	require.Equal(t, []string{"mac-1"}, e.bindable(t))
+	obj, _, err := e.machines.Machine.Delete(e.ctx(), "mac-1", rest.ValidateAllObjectFunc, &metav1.DeleteOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, obj.(*dockerio.MacOSMachine).DeletionTimestamp, "the teardown finalizer holds it")
+	assert.Empty(t, e.bindable(t))
+	c := e.claim(t, "ci-1")
+	assert.Equal(t, dockerio.ClaimPending, c.Status.Phase)
+}
+
+// A claim's create and a machine's becoming Ready, racing in two
+// apiservers with and without a view: whichever commits second sees the
+// first, so the claim always ends Bound to the machine — never Pending
+// beside it.
+func TestCreateAndReady_RaceNeverLeavesAClaimBesideAFreeMachine(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	other := e.replica(t)
+	other.startView(t)
+	const rounds = 40
+	for i := range rounds {
+		name := fmt.Sprintf("mac-%02d", i)
+		e.warmMachine(t, name)
+		creator := e
+		if i%2 == 1 {
+			creator = other
+		}
+		var wg sync.WaitGroup
+		var c *dockerio.MacOSMachineClaim
+		var m *dockerio.MacOSMachine
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			var err error
+			c, err = creator.tryClaim(fmt.Sprintf("ci-%02d", i))
+			assert.NoError(t, err)
+		}()
+		go func() {
+			defer wg.Done()
+			m = e.makeReady(t, name)
+		}()
+		wg.Wait()
+		require.NotNil(t, c)
+		got := e.getClaim(t, c.Name)
+		require.Equal(t, dockerio.ClaimBound, got.Status.Phase, "round %d: claim %s is %s while %s is Ready (create answered %s, ready answered claimRef %v)",
+			i, c.Name, got.Status.Phase, name, c.Status.Phase, m.Status.ClaimRef)
+		assert.Equal(t, name, got.Status.MachineName)
+		assert.Empty(t, e.queue(t))
+		assert.Empty(t, e.bindable(t))
+	}
 }
 
 func TestCreate_ClaimsThatCannotTakeAMachineWait(t *testing.T) {
@@ -378,6 +531,41 @@ func TestAuditQueue_DropsOnlyEntriesWhoseClaimNoLongerWaits(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	assert.Equal(t, []string{"default/warm/waiting"}, e.queue(t))
+}
+
+// An upgrade from a release without the bindable index, or an edit of
+// etcd: the audit settles every free machine missing from the index — a
+// waiting claim takes it, else it is indexed — and drops keys of machines
+// that are not free.
+func TestAuditBindable_MendsTheIndexFromTheMachines(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.strayMachine(t, "stray-1")
+	e.strayMachine(t, "stray-2")
+	waiting := e.claim(t, "waiting")
+	require.Equal(t, dockerio.ClaimPending, waiting.Status.Phase, "the index does not know the stray machines")
+	e.warmMachine(t, "not-ready")
+	ctx := context.Background()
+	for _, name := range []string{"not-ready", "deleted"} {
+		_, err := e.getter.Server.V3Client.Client.Put(ctx, bindableRoot+"default/warm/"+name, "")
+		require.NoError(t, err)
+	}
+	e.startView(t)
+	e.waitBindable(t, "stray-1", "stray-2")
+
+	n, err := e.binder.AuditBindable(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	c := e.getClaim(t, "waiting")
+	assert.Equal(t, dockerio.ClaimBound, c.Status.Phase, "the waiting claim took a stray machine")
+	free := "stray-1"
+	if c.Status.MachineName == "stray-1" {
+		free = "stray-2"
+	}
+	assert.Equal(t, []string{free}, e.bindable(t), "the other is indexed; keys of machines that are not free are gone")
+	assert.Empty(t, e.queue(t))
+	n, err = e.binder.AuditBindable(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing left to mend")
 }
 
 // TestCreate_RacesNeverBindAMachineTwice has two apiserver replicas, each

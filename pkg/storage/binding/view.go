@@ -53,9 +53,10 @@ type machineView struct {
 	// the machine at or below: one this replica just bound, or one a
 	// transaction found changed (the watch has not caught up yet).
 	hidden map[string]int64
-	// trying are the machines a create of this replica is binding now;
-	// other creates of this replica take the next one instead of racing.
-	trying map[string]bool
+	// trying are the machines a create of this replica is binding now,
+	// each with a channel closed when the attempt ends; other creates of
+	// this replica take the next one, or wait, instead of racing.
+	trying map[string]chan struct{}
 }
 
 type poolRef struct{ namespace, pool string }
@@ -137,7 +138,7 @@ func (v *machineView) pick(namespace, pool string, selector labels.Selector) (b 
 		return nil, false
 	}
 	for name, c := range v.pools[poolRef{namespace, pool}] {
-		if v.trying[objectKey(namespace, name)] || (selector != nil && !selector.Matches(labels.Set(c.machine.Labels))) {
+		if v.trying[objectKey(namespace, name)] != nil || (selector != nil && !selector.Matches(labels.Set(c.machine.Labels))) {
 			continue
 		}
 		if b == nil || c.readyLonger(b) {
@@ -145,9 +146,27 @@ func (v *machineView) pick(namespace, pool string, selector labels.Selector) (b 
 		}
 	}
 	if b != nil {
-		v.trying[objectKey(namespace, b.machine.Name)] = true
+		v.trying[objectKey(namespace, b.machine.Name)] = make(chan struct{})
 	}
 	return b, true
+}
+
+// begin marks m as being bound by a create of this replica that found it
+// in etcd rather than in the view. If another create of this replica is
+// binding it already, begin returns a channel closed when that attempt
+// ends, and ok false.
+func (v *machineView) begin(m *dockerio.MacOSMachine) (busy <-chan struct{}, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.trying == nil {
+		v.trying = map[string]chan struct{}{}
+	}
+	key := objectKey(m.Namespace, m.Name)
+	if ch := v.trying[key]; ch != nil {
+		return ch, false
+	}
+	v.trying[key] = make(chan struct{})
+	return nil, true
 }
 
 // done ends a create's attempt at b. With hideAt set — the revision of
@@ -160,7 +179,10 @@ func (v *machineView) done(b *bindable, hideAt int64) {
 	defer v.mu.Unlock()
 	m := b.machine
 	key := objectKey(m.Namespace, m.Name)
-	delete(v.trying, key)
+	if ch := v.trying[key]; ch != nil {
+		close(ch)
+		delete(v.trying, key)
+	}
 	if hideAt == 0 {
 		return
 	}
@@ -173,6 +195,10 @@ func (v *machineView) done(b *bindable, hideAt int64) {
 			}
 		}
 	}
+	if v.hidden == nil {
+		// Not loaded yet: what the watch delivers later is checked against it.
+		v.hidden = map[string]int64{}
+	}
 	if v.hidden[key] < hideAt {
 		v.hidden[key] = hideAt
 	}
@@ -184,7 +210,7 @@ func (v *machineView) reset(items []dockerio.MacOSMachine) {
 	v.pools = map[poolRef]map[string]*bindable{}
 	v.hidden = map[string]int64{}
 	if v.trying == nil {
-		v.trying = map[string]bool{}
+		v.trying = map[string]chan struct{}{}
 	}
 	for i := range items {
 		v.apply(&items[i], false)
@@ -260,6 +286,26 @@ func (b *Binder) followMachines(ctx context.Context, machines storage.Interface)
 			}
 		}
 	}
+}
+
+// loaded says whether the view has loaded.
+func (v *machineView) loaded() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.ready
+}
+
+// all returns every machine the view holds bindable.
+func (v *machineView) all() []*dockerio.MacOSMachine {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []*dockerio.MacOSMachine
+	for _, set := range v.pools {
+		for _, c := range set {
+			out = append(out, c.machine)
+		}
+	}
+	return out
 }
 
 // BindableMachines lists the machines of namespace/pool this apiserver

@@ -100,7 +100,7 @@ type Ledger struct {
 	// class draws from (see RunClassView).
 	classView classView
 
-	machineGone func(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMachine) error
+	claims      Claims
 
 	// free is this apiserver's view of the free lists (see RunFreeView).
 	free freeView
@@ -112,15 +112,33 @@ type Options struct {
 	Clock    clock.PassiveClock
 	Recorder record.EventRecorder
 	Rand     *rand.Rand
-	// MachineGone, when set, adds to the transaction that deletes a machine
-	// what else must change with it (its claim becomes Lost).
-	MachineGone func(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMachine) error
+	// Claims, when set, is what the ledger's machine writes owe the claims
+	// of the machines' pools (package binding): they are written in the
+	// same transaction.
+	Claims Claims
+}
+
+// Claims is what a machine's writes owe the claims bound to it or waiting
+// for a machine of its pool.
+type Claims interface {
+	// MachineGone adds to tx, which deletes m or marks it for deletion,
+	// that m's claim becomes Lost.
+	MachineGone(ctx context.Context, tx *txn.Txn, m *dockerio.MacOSMachine) error
+	// TouchesClaims says whether a write of a machine from old to updated
+	// (nil: deleted) must go through SettleMachine.
+	TouchesClaims(old, updated *dockerio.MacOSMachine) bool
+	// SettleMachine adds to tx, which writes a machine from old to updated
+	// (nil: deleted) conditioned on old being what is stored, what the
+	// claims of its pool are owed — a waiting claim may be bound to it —
+	// and returns the machine to write, and what to report once tx is
+	// committed.
+	SettleMachine(ctx context.Context, tx *txn.Txn, old, updated *dockerio.MacOSMachine) (*dockerio.MacOSMachine, func(), error)
 }
 
 // New returns the ledger of the etcd client talks to, with objects laid out
 // and encoded as optsGetter says, as the registries' generic stores do.
 func New(client *clientv3.Client, optsGetter generic.RESTOptionsGetter, o Options) (*Ledger, error) {
-	l := &Ledger{client: client, clock: o.Clock, recorder: o.Recorder, rand: o.Rand, machineGone: o.MachineGone}
+	l := &Ledger{client: client, clock: o.Clock, recorder: o.Recorder, rand: o.Rand, claims: o.Claims}
 	var err error
 	if l.machines, err = txn.NewResource(optsGetter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} }); err != nil {
 		return nil, err

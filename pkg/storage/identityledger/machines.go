@@ -302,10 +302,9 @@ func (s *machineStorage) Delete(ctx context.Context, key string, out runtime.Obj
 		if err != nil {
 			return err
 		}
-		if l.machineGone != nil {
-			if err := l.machineGone(ctx, &tx, m); err != nil {
-				return err
-			}
+		report, err := l.settleClaims(ctx, &tx, m, nil)
+		if err != nil {
+			return err
 		}
 		res, err := txn.Commit(ctx, l.client, &tx)
 		if err != nil {
@@ -319,6 +318,7 @@ func (s *machineStorage) Delete(ctx context.Context, key string, out runtime.Obj
 			return copyInto(out, m)
 		}
 		handoff.announce(l)
+		report()
 		metricReleases.WithLabelValues("delete").Inc()
 		// Like the etcd3 store, answer with the deleted object at the
 		// revision of its deletion.
@@ -350,7 +350,64 @@ func (s *machineStorage) intercept(input, output runtime.Object, rev int64) func
 	if f := s.interceptFailing(input, output, rev); f != nil {
 		return f
 	}
-	return s.interceptLosingClaim(output, rev)
+	if f := s.interceptLosingClaim(output, rev); f != nil {
+		return f
+	}
+	return s.interceptSettlingClaims(input, output, rev)
+}
+
+// settleClaims adds to tx, which writes a machine from old to updated (nil:
+// deleted), what the write owes the claims: a claim bound to a machine
+// being deleted is Lost, and a machine that becomes free is bound to the
+// oldest claim of its pool waiting for one (package binding). It returns
+// what to report once tx is committed.
+func (l *Ledger) settleClaims(ctx context.Context, tx *txn.Txn, old, updated *dockerio.MacOSMachine) (func(), error) {
+	if l.claims == nil {
+		return func() {}, nil
+	}
+	if updated == nil {
+		if err := l.claims.MachineGone(ctx, tx, old); err != nil {
+			return nil, err
+		}
+	}
+	_, report, err := l.claims.SettleMachine(ctx, tx, old, updated)
+	return report, err
+}
+
+// interceptSettlingClaims takes over the updates that change what a claim
+// could take — a machine becoming Ready and unbound, or no longer; the
+// labels of a free machine — so that a claim waiting for a machine of the
+// pool is bound in the write that frees one (rule 8), whoever makes it: the
+// controller, a person with kubectl, or the garbage collector.
+func (s *machineStorage) interceptSettlingClaims(input, output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
+	old, ok1 := input.(*dockerio.MacOSMachine)
+	updated, ok2 := output.(*dockerio.MacOSMachine)
+	l := s.l
+	if !ok1 || !ok2 || l.claims == nil || !l.claims.TouchesClaims(old, updated) {
+		return nil
+	}
+	return func(ctx context.Context, destination runtime.Object) (bool, error) {
+		mKey := l.machines.Key(updated.Namespace, updated.Name)
+		var tx txn.Txn
+		tx.IfUnchanged(mKey, rev)
+		write, report, err := l.claims.SettleMachine(ctx, &tx, old, updated)
+		if err != nil {
+			return false, err
+		}
+		written, err := tx.PutObject(ctx, l.machines, mKey, write)
+		if err != nil {
+			return false, err
+		}
+		res, err := txn.Commit(ctx, l.client, &tx)
+		if err != nil || !res.Succeeded {
+			return false, err
+		}
+		if door.IsDryRun(ctx) {
+			return true, written.Into(destination, rev)
+		}
+		report()
+		return true, written.Into(destination, res.Revision)
+	}
 }
 
 // interceptLosingClaim takes over the updates of a bound machine marked
@@ -363,7 +420,7 @@ func (s *machineStorage) intercept(input, output runtime.Object, rev int64) func
 func (s *machineStorage) interceptLosingClaim(output runtime.Object, rev int64) func(context.Context, runtime.Object) (bool, error) {
 	updated, ok := output.(*dockerio.MacOSMachine)
 	l := s.l
-	if !ok || updated.DeletionTimestamp == nil || updated.Status.ClaimRef == nil || l.machineGone == nil {
+	if !ok || updated.DeletionTimestamp == nil || updated.Status.ClaimRef == nil || l.claims == nil {
 		return nil
 	}
 	return func(ctx context.Context, destination runtime.Object) (bool, error) {
@@ -374,7 +431,7 @@ func (s *machineStorage) interceptLosingClaim(output runtime.Object, rev int64) 
 		if err != nil {
 			return false, err
 		}
-		if err := l.machineGone(ctx, &tx, updated); err != nil {
+		if err := l.claims.MachineGone(ctx, &tx, updated); err != nil {
 			return false, err
 		}
 		res, err := txn.Commit(ctx, l.client, &tx)
@@ -445,6 +502,10 @@ func (s *machineStorage) failAndRelease(ctx context.Context, mKey string, f *fai
 	tx.IfUnchanged(mKey, f.rev)
 	written, err := tx.PutObject(ctx, l.machines, mKey, failed)
 	if err != nil {
+		return false, err
+	}
+	// A Failed machine is never free: if it was, it leaves the index.
+	if _, err := l.settleClaims(ctx, &tx, f.old, failed); err != nil {
 		return false, err
 	}
 	handoff, err := l.release(ctx, &tx, f.old)

@@ -243,6 +243,15 @@ func (t *Txn) IfNothingUnder(prefix string) *Txn {
 	return t
 }
 
+// IfNothingUnderChangedSince requires that no key under prefix was created
+// or modified after revision rev: the set read at rev is the set now, but
+// for keys deleted since. It is how a decision taken on a range read is
+// made to hold at commit, without a counter key every writer must bump.
+func (t *Txn) IfNothingUnderChangedSince(prefix string, rev int64) *Txn {
+	t.conds = append(t.conds, clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix())
+	return t
+}
+
 // PutObject writes obj at key, encoded as its generic store would. Once
 // committed, the returned Written turns into the stored object.
 func (t *Txn) PutObject(ctx context.Context, r *Resource, key string, obj runtime.Object) (Written, error) {
@@ -361,6 +370,14 @@ func (t *Txn) ReadOnFailure(key string) *Txn {
 // condition fails, so the caller can tell whether an IfNothingUnder did.
 func (t *Txn) ReadFirstUnderOnFailure(prefix string) *Txn {
 	t.onFail = append(t.onFail, clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1)))
+	return t
+}
+
+// ReadAllUnderOnFailure asks for every key under prefix (keys only) when a
+// condition fails, oldest first by creation.
+func (t *Txn) ReadAllUnderOnFailure(prefix string) *Txn {
+	t.onFail = append(t.onFail, clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)))
 	return t
 }
 
