@@ -100,7 +100,7 @@ type Ledger struct {
 	// class draws from (see RunClassView).
 	classView classView
 
-	claims      Claims
+	claims Claims
 
 	// free is this apiserver's view of the free lists (see RunFreeView).
 	free freeView
