@@ -24,13 +24,14 @@ import (
 )
 
 // metricBindings counts claims bound, by path: atCreate (in the
-// transaction that created the claim) or bindSubresource (a waiting claim,
-// bound by the controller).
+// transaction that created the claim), whenMachineFree (a waiting claim,
+// in the write that freed a machine) or bindSubresource (bound by the
+// controller: a class claim, or a repair).
 var metricBindings = metrics.NewCounterVec(&metrics.CounterOpts{
 	Namespace:      "dockerios",
 	Subsystem:      "claim",
 	Name:           "bindings_total",
-	Help:           "Claims bound to machines, by path: atCreate (bound in the transaction that created the claim) or bindSubresource (a waiting claim bound later).",
+	Help:           "Claims bound to machines, by path: atCreate (bound in the transaction that created the claim), whenMachineFree (a waiting claim bound in the write that freed a machine) or bindSubresource (bound through the bind subresource).",
 	StabilityLevel: metrics.ALPHA,
 }, []string{"path"})
 
