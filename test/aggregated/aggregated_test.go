@@ -270,13 +270,13 @@ spec: {poolName: %s}
 // writes the claim and the machine together.
 func (e *env) testBind(t *testing.T) {
 	ns := e.namespace(t, "bind")
-	e.pool(t, ns, "ci")
-	e.machine(t, ns, "mac-a", "ci")
-	e.machine(t, ns, "mac-b", "ci")
-	// The claims come first and wait: a claim made while a machine is
-	// Ready is bound at create (see testClaimBoundAtCreate).
-	e.claim(t, ns, "job-1", "ci")
-	e.claim(t, ns, "job-2", "ci")
+	// Class claims: the apiserver binds a pool claim by itself (at create,
+	// or when a machine is freed), while a class claim waits for the
+	// controller to bind it to the machine made for it.
+	uid := e.classClaim(t, ns, "job-1")
+	e.classClaim(t, ns, "job-2")
+	e.machineFor(t, ns, "mac-a", uid)
+	e.machineFor(t, ns, "mac-b", uid)
 	e.makeReady(t, ns, "mac-a")
 	e.makeReady(t, ns, "mac-b")
 	e.admin.MustRun(t, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
@@ -459,9 +459,12 @@ func (e *env) testViewerSeesNoIdentityValues(t *testing.T) {
 	assert.Equal(t, "no", strings.TrimSpace(e.admin.Run("", "auth", "can-i", "get", "macosidentities", "--as=frank").Stdout))
 }
 
-// Fifty claims race for twenty Ready machines through kube-apiserver, each
-// trying machines in its own random order: twenty end Bound, thirty
-// Pending, and no machine is bound twice.
+// Fifty waiting claims race, through kube-apiserver, for twenty machines
+// made Ready at the same moment: each Ready write binds the oldest waiting
+// claim, while every claim also tries the bind subresource on the machines
+// in its own random order (the controller's repair, racing the apiserver).
+// Twenty end Bound, thirty Pending, no machine is bound twice, and every
+// bind that answered success is a binding stored.
 func (e *env) testBindRace(t *testing.T) {
 	const machines, claims = 20, 50
 	ns := e.namespace(t, "race")
@@ -469,13 +472,18 @@ func (e *env) testBindRace(t *testing.T) {
 	for i := range machines {
 		e.machine(t, ns, fmt.Sprintf("mac-%02d", i), "race")
 	}
-	// Claims made before any machine is Ready wait for a bind.
 	for i := range claims {
 		e.claim(t, ns, fmt.Sprintf("claim-%02d", i), "race")
 	}
+	var ready sync.WaitGroup
 	for i := range machines {
-		e.makeReady(t, ns, fmt.Sprintf("mac-%02d", i))
+		ready.Add(1)
+		go func() {
+			defer ready.Done()
+			e.makeReady(t, ns, fmt.Sprintf("mac-%02d", i))
+		}()
 	}
+	defer ready.Wait()
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -507,6 +515,7 @@ func (e *env) testBindRace(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	ready.Wait()
 
 	claimList, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
@@ -522,7 +531,9 @@ func (e *env) testBindRace(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[v1alpha1.MacOSMachineClaimPhase]int{v1alpha1.ClaimBound: machines, v1alpha1.ClaimPending: claims - machines}, phases)
-	assert.Equal(t, boundBy, claimOf, "the binds that succeeded are the bindings stored")
+	for m, c := range boundBy {
+		assert.Equal(t, c, claimOf[m], "the bind of %s to %s answered success: it is the binding stored", c, m)
+	}
 
 	machineList, err := e.client.DockeriosV1alpha1().MacOSMachines(ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)

@@ -191,6 +191,30 @@ spec: {className: %s, replicas: 0, maxMachines: 100}
 `, name, namespace, className), "apply", "-f", "-")
 }
 
+// classClaim creates a claim for the class as admin and returns its uid:
+// the controller makes a machine for it and binds the two through the bind
+// subresource, which is what bind is for.
+func (e *env) classClaim(t *testing.T, namespace, name string) string {
+	t.Helper()
+	c, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(namespace).Create(context.Background(), &v1alpha1.MacOSMachineClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.MacOSMachineClaimSpec{ClassName: className},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return string(c.UID)
+}
+
+// machineFor creates a machine of no pool made for the class claim of uid,
+// as the controller does.
+func (e *env) machineFor(t *testing.T, namespace, name, claimUID string) {
+	t.Helper()
+	_, err := e.client.DockeriosV1alpha1().MacOSMachines(namespace).Create(context.Background(), &v1alpha1.MacOSMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.ClaimUIDLabel: claimUID}},
+		Spec:       v1alpha1.MacOSMachineSpec{ClassName: className},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
 // claim creates a claim against pool as admin.
 func (e *env) claim(t *testing.T, namespace, name, pool string) {
 	t.Helper()

@@ -17,7 +17,6 @@ limitations under the License.
 package aggregated
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"testing"
@@ -25,9 +24,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/test/framework"
 )
 
@@ -58,14 +55,12 @@ func (e *env) testPluginAsAClaimer(t *testing.T) {
 	assert.Contains(t, r.Stdout, "MacOSMachineClaim first is Bound to MacOSMachine ci-a, which is Ready.")
 
 	// No machine free: the claim waits, watching through kube-apiserver,
-	// until the admin (playing the controller) makes one Ready and binds.
+	// until the admin (playing the controller) makes one Ready — the
+	// apiserver binds the waiting claim in that very write.
 	e.machine(t, ns, "ci-b", "ci")
 	run := carol.Start(t, "dockerios", "claim", "second", "--pool", "ci", "-n", ns)
 	run.AwaitStderr(t, "claim second: Pending, waiting for a Ready machine of pool ci\n", 30*time.Second)
 	e.makeReady(t, ns, "ci-b")
-	_, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Bind(context.Background(), "second",
-		&v1alpha1.MacOSMachineBinding{MachineName: "ci-b"}, metav1.CreateOptions{})
-	require.NoError(t, err)
 	require.NoError(t, run.Wait(t, 30*time.Second), "stderr:\n%s", run.Stderr())
 	assert.Contains(t, run.Stdout(), "MacOSMachineClaim second is Bound to MacOSMachine ci-b, which is Ready.")
 

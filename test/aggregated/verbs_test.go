@@ -83,8 +83,9 @@ rules:
 	// bind: the subresource, dry run or not, needs verb bind on the
 	// machine; and the fields a bind writes cannot be patched in through
 	// status instead.
-	e.machine(t, ns, "mac-a", "ci")
-	e.claim(t, ns, "job-1", "ci") // waits: made before any machine is Ready
+	// A class claim and the machine made for it: the pair the controller
+	// binds (a pool claim would be bound by the apiserver itself).
+	e.machineFor(t, ns, "mac-a", e.classClaim(t, ns, "job-1"))
 	e.makeReady(t, ns, "mac-a")
 	body := filepath.Join(t.TempDir(), "binding.json")
 	require.NoError(t, os.WriteFile(body, []byte(`{"apiVersion":"dockerios.io/v1alpha1","kind":"MacOSMachineBinding","machineName":"mac-a"}`), 0o600))
