@@ -142,8 +142,11 @@ func (b *Binder) AuditBindable(ctx context.Context) (int, error) {
 		indexed[string(kv.Key)] = kv.ModRevision
 	}
 	mended := 0
+	free := map[string]bool{} // index keys of the machines the view shows free
 	for _, m := range b.view.all() {
-		if _, ok := indexed[b.bindableKey(m)]; ok {
+		key := b.bindableKey(m)
+		free[key] = true
+		if _, ok := indexed[key]; ok {
 			continue
 		}
 		ok, err := b.indexStray(ctx, m.Namespace, m.Name)
@@ -156,7 +159,9 @@ func (b *Binder) AuditBindable(ctx context.Context) (int, error) {
 	}
 	for key, rev := range indexed {
 		parts := strings.Split(strings.TrimPrefix(key, b.bindableRoot), "/")
-		if len(parts) != 3 {
+		if len(parts) != 3 || free[key] {
+			// A key of a machine the view shows free needs no read: a
+			// fleet's audit reads only what the view disagrees with.
 			continue
 		}
 		mKey := b.machines.Key(parts[0], parts[2])
