@@ -129,6 +129,8 @@ type LocalServer struct {
 	Port       int
 	Kubeconfig string
 
+	bin  string
+	args []string
 	*process
 }
 
@@ -149,17 +151,48 @@ func StartLocalServerBinary(t TB, bin, dataDir string, extraArgs ...string) *Loc
 		Port:       port,
 		Kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"),
 	}
-	args := append([]string{"--local", "--data-dir", dataDir, "--secure-port", fmt.Sprint(port)}, extraArgs...)
-	s.process = startProcess(t, "apiserver", bin, args...)
+	s.bin = bin
+	s.args = append([]string{"--local", "--data-dir", dataDir, "--secure-port", fmt.Sprint(port)}, extraArgs...)
+	s.start(t)
+	s.waitReady(t, 2*time.Minute)
+	return s
+}
+
+func (s *LocalServer) start(t TB) {
+	t.Helper()
+	s.process = startProcess(t, "apiserver", s.bin, s.args...)
 	t.Cleanup(func() {
 		s.Stop(t)
 		if t.Failed() {
 			t.Logf("apiserver output:\n%s", s.output.String())
 		}
 	})
-	s.waitReady(t, 2*time.Minute)
-	return s
 }
+
+// Restart starts a stopped server again — same binary, data directory, port
+// and flags, so its kubeconfig keeps working — and returns as soon as the
+// process has started, not once it is ready: what a restart costs is
+// measured from here (see WaitReady).
+func (s *LocalServer) Restart(t TB) *LocalServer {
+	t.Helper()
+	select {
+	case <-s.exited:
+	default:
+		t.Fatalf("apiserver (pid %d) is still running", s.PID())
+	}
+	n := &LocalServer{DataDir: s.DataDir, Port: s.Port, Kubeconfig: s.Kubeconfig, bin: s.bin, args: s.args}
+	n.start(t)
+	return n
+}
+
+// WaitReady waits until /readyz answers ok, as StartLocalServer does.
+func (s *LocalServer) WaitReady(t TB, timeout time.Duration) {
+	t.Helper()
+	s.waitReady(t, timeout)
+}
+
+// Exited is closed when the server's process has exited.
+func (s *LocalServer) Exited() <-chan struct{} { return s.exited }
 
 // waitReady waits for the kubeconfig of this run to be written and for
 // /readyz to answer ok through it.

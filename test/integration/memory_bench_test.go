@@ -34,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
@@ -59,27 +60,76 @@ var (
 //
 //	go test ./test/integration -run '^$' -bench APIServerMemory -benchtime 1x -v
 func BenchmarkAPIServerMemory(b *testing.B) {
-	etcdDir := b.TempDir()
-	etcd, err := embeddedetcd.Start(filepath.Join(etcdDir, "data"), os.Stderr)
+	f := startBenchFleet(b)
+	f.storeIdentities(b, *memIdentities)
+
+	pid := f.server.PID()
+	measure := func(what string) (rss, heap float64) {
+		// Let the watch cache take in the last writes; then collect the
+		// garbage (the heap profile endpoint's gc=1), so that what is
+		// measured is what the server holds, not when its GC last ran.
+		time.Sleep(5 * time.Second)
+		heapProfile(b, f.client, "")
+		rss, heap = vmRSS(b, pid), heapInUse(b, f.client)
+		b.Logf("%-40s RSS %6.0f MiB, Go heap in use %6.0f MiB", what+":", rss, heap)
+		return rss, heap
+	}
+	idsOnly, _ := measure(fmt.Sprintf("%d identities, 0 machines", *memIdentities))
+
+	tenth := *memMachines / 10
+	f.makeMachines(b, tenth, nil)
+	small, smallHeap := measure(fmt.Sprintf("%d identities, %d machines", *memIdentities, tenth))
+	f.makeMachines(b, *memMachines, nil)
+	large, largeHeap := measure(fmt.Sprintf("%d identities, %d machines", *memIdentities, *memMachines))
+
+	if *memProfile != "" {
+		heapProfile(b, f.client, *memProfile)
+	}
+	perThousand := (large - small) / float64(*memMachines-tenth) * 1000
+	b.ReportMetric(large, "rss-MiB")
+	b.ReportMetric(perThousand, "rss-MiB-per-1000-machines")
+	fmt.Printf("DockerIOS apiserver RSS: %.0f MiB with %d identities; %.0f MiB with %d machines; %.0f MiB with %d machines (goal ≤ 600); +%.1f MiB RSS and +%.1f MiB heap per 1,000 machines from %d to %d\n",
+		idsOnly, *memIdentities, small, tenth, large, *memMachines, perThousand, (largeHeap-smallHeap)/float64(*memMachines-tenth)*1000, tenth, *memMachines)
+}
+
+// benchFleet is a DockerIOS apiserver over an etcd of the benchmark's own
+// process (so that the server can be restarted on it), with identity pool
+// imacpro and class standard, filled by storeIdentities and makeMachines.
+type benchFleet struct {
+	etcd   *embeddedetcd.Server
+	server *framework.LocalServer
+	cfg    *restclient.Config
+	client versioned.Interface
+	made   int
+}
+
+func startBenchFleet(b *testing.B) *benchFleet {
+	etcd, err := embeddedetcd.Start(filepath.Join(b.TempDir(), "data"), os.Stderr)
 	require.NoError(b, err)
 	b.Cleanup(etcd.Stop)
 	s := framework.StartLocalServer(b, b.TempDir(), "--etcd-servers", etcd.ClientURL)
 	k := framework.NewKubectl(b, s.Kubeconfig)
 	examples := examplesDir(b)
 	k.MustRun(b, "", "create", "-f", filepath.Join(examples, "00-identitypool.yaml"), "-f", filepath.Join(examples, "03-class.yaml"))
-	ctx := context.Background()
+	cfg := restConfig(b, s.Kubeconfig)
+	client, err := versioned.NewForConfig(cfg)
+	require.NoError(b, err)
+	return &benchFleet{etcd: etcd, server: s, cfg: cfg, client: client}
+}
 
+// storeIdentities adds n identities to pool imacpro.
+func (f *benchFleet) storeIdentities(b *testing.B, n int) {
 	// Identities are written by the same registry code the server runs,
 	// from this process, to the server's etcd: the server learns of them
 	// through its watch, as it would of another replica's writes, and
 	// seeding takes a fraction of the time of 100,000 HTTP round trips.
 	start := time.Now()
-	getter := registrytest.RESTOptionsGetterFor(etcd.ClientURL)
+	getter := registrytest.RESTOptionsGetterFor(f.etcd.ClientURL)
 	ledger, _ := registrytest.NewLedger(b, getter)
 	ids, err := identitystorage.NewStorage(getter, ledger)
 	require.NoError(b, err)
 	gen := identity.NewGenerator(7, "iMacPro1,1")
-	values := make([]identity.Values, *memIdentities)
+	values := make([]identity.Values, n)
 	for i := range values {
 		values[i] = gen.Next()
 	}
@@ -93,48 +143,25 @@ func BenchmarkAPIServerMemory(b *testing.B) {
 		return err
 	})
 	b.Logf("stored %d identities in %s", len(values), time.Since(start).Round(time.Second))
+}
 
-	client, err := versioned.NewForConfig(restConfig(b, s.Kubeconfig))
-	require.NoError(b, err)
-	pid := s.PID()
-	measure := func(what string) (rss, heap float64) {
-		// Let the watch cache take in the last writes; then collect the
-		// garbage (the heap profile endpoint's gc=1), so that what is
-		// measured is what the server holds, not when its GC last ran.
-		time.Sleep(5 * time.Second)
-		heapProfile(b, client, "")
-		rss, heap = vmRSS(b, pid), heapInUse(b, client)
-		b.Logf("%-40s RSS %6.0f MiB, Go heap in use %6.0f MiB", what+":", rss, heap)
-		return rss, heap
-	}
-	idsOnly, _ := measure(fmt.Sprintf("%d identities, 0 machines", len(values)))
-
-	var made atomic.Int64
-	makeMachines := func(upTo int) {
-		from := int(made.Load())
-		parallel(b, 16, upTo-from, func(i int) error {
-			_, err := client.DockeriosV1alpha1().MacOSMachines("default").Create(ctx, &v1alpha1.MacOSMachine{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mac-%05d", from+i)},
-				Spec:       v1alpha1.MacOSMachineSpec{ClassName: "standard"},
-			}, metav1.CreateOptions{})
-			made.Add(1)
-			return err
-		})
-	}
-	tenth := *memMachines / 10
-	makeMachines(tenth)
-	small, smallHeap := measure(fmt.Sprintf("%d identities, %d machines", len(values), tenth))
-	makeMachines(*memMachines)
-	large, largeHeap := measure(fmt.Sprintf("%d identities, %d machines", len(values), *memMachines))
-
-	if *memProfile != "" {
-		heapProfile(b, client, *memProfile)
-	}
-	perThousand := (large - small) / float64(*memMachines-tenth) * 1000
-	b.ReportMetric(large, "rss-MiB")
-	b.ReportMetric(perThousand, "rss-MiB-per-1000-machines")
-	fmt.Printf("DockerIOS apiserver RSS: %.0f MiB with %d identities; %.0f MiB with %d machines; %.0f MiB with %d machines (goal ≤ 600); +%.1f MiB RSS and +%.1f MiB heap per 1,000 machines from %d to %d\n",
-		idsOnly, len(values), small, tenth, large, *memMachines, perThousand, (largeHeap-smallHeap)/float64(*memMachines-tenth)*1000, tenth, *memMachines)
+// makeMachines creates machines of class standard in namespace default,
+// named mac-NNNNN, until there are upTo; each takes an identity. shape,
+// when set, changes each before it is created (by its index).
+func (f *benchFleet) makeMachines(b *testing.B, upTo int, shape func(i int, m *v1alpha1.MacOSMachine)) {
+	from := f.made
+	parallel(b, 16, upTo-from, func(i int) error {
+		m := &v1alpha1.MacOSMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mac-%05d", from+i)},
+			Spec:       v1alpha1.MacOSMachineSpec{ClassName: "standard"},
+		}
+		if shape != nil {
+			shape(from+i, m)
+		}
+		_, err := f.client.DockeriosV1alpha1().MacOSMachines("default").Create(context.Background(), m, metav1.CreateOptions{})
+		return err
+	})
+	f.made = upTo
 }
 
 // parallel runs f(0..n-1) across clients goroutines; any error fails b.
