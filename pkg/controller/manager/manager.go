@@ -170,7 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 	images := newQueue("images")
 	m := &queues{
 		machines: newQueue("machines"), pools: newQueue("pools"), claims: newQueue("class-claims"), classMachines: newQueue("class-machines"),
-		machineIndex: machines.Informer().GetIndexer(),
+		machineIndex: machines.Informer().GetIndexer(), reconciled: newReconciledMachines(),
 	}
 	m.registerMetrics(cfg.Registry, d)
 	// Agents' answers come back to the machine queue as events.
@@ -269,6 +269,11 @@ func Run(ctx context.Context, cfg Config) error {
 	run(m.machines, cfg.MachineWorkers, func(ctx context.Context, k string) (time.Duration, error) {
 		ns, name, _ := cache.SplitMetaNamespaceKey(k)
 		res, err := mr.Reconcile(ctx, ns, name)
+		if err == nil {
+			if mm, gerr := machines.Lister().MacOSMachines(ns).Get(name); gerr == nil {
+				m.reconciled.add(mm.UID)
+			}
+		}
 		return res.RequeueAfter, err
 	})
 	run(m.pools, cfg.PoolWorkers, func(ctx context.Context, k string) (time.Duration, error) {
@@ -295,6 +300,7 @@ func Run(ctx context.Context, cfg Config) error {
 type queues struct {
 	machines, pools, claims, classMachines workqueue.TypedRateLimitingInterface[string]
 	machineIndex                           cache.Indexer
+	reconciled                             *reconciledMachines
 }
 
 // queueNames labels each queue's metrics.

@@ -18,12 +18,14 @@ package manager
 
 import (
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/controller/machine"
@@ -48,10 +50,51 @@ func (q *queues) registerMetrics(reg prometheus.Registerer, d dinformers.Interfa
 	if reg == nil {
 		return
 	}
-	reg.MustRegister(reconciles, reconcileErrors, newCacheCollector(cacheListers{
+	c := newCacheCollector(cacheListers{
 		machines: d.MacOSMachines().Lister(), pools: d.MacOSIdentityPools().Lister(),
 		identities: d.MacOSIdentities().Lister(), claims: d.MacOSMachineClaims().Lister(),
-	}, time.Now))
+	}, time.Now)
+	c.reconciled = q.reconciled
+	reg.MustRegister(reconciles, reconcileErrors, c)
+}
+
+// reconciledMachines are the machines (by UID) this process has reconciled
+// without error at least once: how far a restarted controller's first pass
+// over the fleet has come, which no queue metric says (a queue empties
+// between passes, and agent polls keep adding to it).
+type reconciledMachines struct {
+	mu   sync.Mutex
+	uids map[types.UID]bool
+}
+
+func newReconciledMachines() *reconciledMachines {
+	return &reconciledMachines{uids: map[types.UID]bool{}}
+}
+
+func (r *reconciledMachines) add(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.uids[uid] = true
+}
+
+// count returns, by namespace, how many of ms have been reconciled, and
+// forgets the machines no longer among ms.
+func (r *reconciledMachines) count(ms []*v1alpha1.MacOSMachine) map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out, live := map[string]int{}, make(map[types.UID]bool, len(ms))
+	for _, m := range ms {
+		live[m.UID] = true
+		if r.uids[m.UID] {
+			out[m.Namespace]++
+		}
+	}
+	for uid := range r.uids {
+		if !live[uid] {
+			delete(r.uids, uid)
+		}
+	}
+	return out
 }
 
 // cacheListers are the caches the gauges are read from.
@@ -68,6 +111,10 @@ type cacheCollector struct {
 	now func() time.Time
 
 	phase, pool, pastDeadline, claimsPending, claimsOldest, onHold *prometheus.Desc
+
+	// reconciled, when set, gives dockerios_machines_reconciled.
+	reconciled     *reconciledMachines
+	reconciledDesc *prometheus.Desc
 }
 
 func newCacheCollector(l cacheListers, now func() time.Time) *cacheCollector {
@@ -92,6 +139,10 @@ func newCacheCollector(l cacheListers, now func() time.Time) *cacheCollector {
 		claimsOldest: prometheus.NewDesc("dockerios_claims_pending_oldest_seconds",
 			"Age of the oldest Pending MacOSMachineClaim, by namespace and the pool or class it names; absent when none is Pending.",
 			[]string{"namespace", "pool", "class"}, nil),
+		reconciledDesc: prometheus.NewDesc("dockerios_machines_reconciled",
+			"MacOSMachines this controller process has reconciled without error at least once since it started, by namespace: "+
+				"after a restart, equal to dockerios_machines summed over phases once the first pass over the fleet is done.",
+			[]string{"namespace"}, nil),
 	}
 }
 
@@ -102,6 +153,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.claimsPending
 	ch <- c.claimsOldest
 	ch <- c.onHold
+	ch <- c.reconciledDesc
 }
 
 func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
@@ -127,6 +179,12 @@ func (c *cacheCollector) collectMachines(ch chan<- prometheus.Metric, now time.T
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.phase, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+	if c.reconciled != nil {
+		done := c.reconciled.count(ms)
+		for ns := range namespaces(counts) {
+			ch <- prometheus.MustNewConstMetric(c.reconciledDesc, prometheus.GaugeValue, float64(done[ns]), ns)
+		}
 	}
 	// Every phase a machine can be late in is reported, at zero too, in
 	// each namespace that has machines: an alert's for-clause then sees

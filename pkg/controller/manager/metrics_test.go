@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
@@ -224,4 +225,26 @@ func registryWith(t *testing.T, c *cacheCollector) *prometheus.Registry {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(c))
 	return reg
+}
+
+// A restarted controller's first pass is done when every machine counts
+// as reconciled; a machine that went away stops counting (and is
+// forgotten), and a namespace none of whose machines is reconciled yet
+// says 0.
+func TestCacheCollector_MachinesReconciledSinceStart(t *testing.T) {
+	a, b, c := mac("ci", "a", time.Hour, v1alpha1.MachineReady, 0), mac("ci", "b", time.Hour, v1alpha1.MachineReady, 0), mac("lab", "c", time.Hour, v1alpha1.MachineReady, 0)
+	a.UID, b.UID, c.UID = "uid-a", "uid-b", "uid-c"
+	col := collectorOver(t, a, b, c)
+	col.reconciled = newReconciledMachines()
+	col.reconciled.add("uid-a")
+	col.reconciled.add("uid-gone")
+
+	err := testutil.CollectAndCompare(col, strings.NewReader(`
+# HELP dockerios_machines_reconciled `+helpOf(t, col, "dockerios_machines_reconciled")+`
+# TYPE dockerios_machines_reconciled gauge
+dockerios_machines_reconciled{namespace="ci"} 1
+dockerios_machines_reconciled{namespace="lab"} 0
+`), "dockerios_machines_reconciled")
+	require.NoError(t, err)
+	require.NotContains(t, col.reconciled.uids, types.UID("uid-gone"))
 }
