@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
@@ -357,6 +358,24 @@ func TestStatusChanged_IgnoresFreshLastSeenAlone(t *testing.T) {
 	assert.True(t, statusChanged(&old, &later, t0.Add(3*time.Minute)), "refreshed once it is old")
 	later.Agent.Stage = "Degraded"
 	assert.True(t, statusChanged(&old, &later, t0.Add(30*time.Second)))
+}
+
+// Free disk space moves with every file the guest writes: alone, it waits
+// for the refresh of the agent's times, as they do.
+func TestStatusChanged_IgnoresFreeDiskSpaceAloneUntilTheRefresh(t *testing.T) {
+	seen := metav1.NewTime(t0)
+	old := v1alpha1.MacOSMachineStatus{Phase: v1alpha1.MachineReady, Agent: &v1alpha1.AgentReport{Stage: "Ready", LastSeenTime: &seen,
+		DiskTotalBytes: ptr.To(int64(100 << 30)), DiskFreeBytes: ptr.To(int64(40 << 30))}}
+	later := *old.DeepCopy()
+	later.Agent.LastSeenTime = &metav1.Time{Time: t0.Add(30 * time.Second)}
+	later.Agent.DiskFreeBytes = ptr.To(int64(40<<30 - 12345))
+	assert.False(t, statusChanged(&old, &later, t0.Add(30*time.Second)))
+	assert.True(t, statusChanged(&old, &later, t0.Add(3*time.Minute)), "refreshed once it is old")
+	later.Agent.DiskTotalBytes = ptr.To(int64(200 << 30))
+	assert.True(t, statusChanged(&old, &later, t0.Add(30*time.Second)), "a resized disk is news")
+	noDisk := *old.DeepCopy()
+	noDisk.Agent.DiskTotalBytes, noDisk.Agent.DiskFreeBytes = nil, nil
+	assert.True(t, statusChanged(&noDisk, &later, t0.Add(30*time.Second)), "a first disk report is news")
 }
 
 // Only what a user acts on changes the status: KubeVirt's and CDI's steps

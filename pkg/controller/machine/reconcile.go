@@ -761,7 +761,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, 
 // lastProgressTime alone until they are agentSeenRefresh old, so Ready
 // machines are not rewritten on every poll. (A stuck agent is still found:
 // the first rewrite after it stuck stores the status it repeats, and its
-// lastProgressTime stops there.)
+// lastProgressTime stops there.) The free disk space waits for the same
+// refresh: it moves with every file the guest writes, so it would rewrite
+// every Ready machine on every poll, and a guest short of space says so at
+// once through its stage and message (the agent's disk floor check).
 func statusChanged(old, new *v1alpha1.MacOSMachineStatus, now time.Time) bool {
 	if apiequality.Semantic.DeepEqual(old, new) {
 		return false
@@ -771,6 +774,9 @@ func statusChanged(old, new *v1alpha1.MacOSMachineStatus, now time.Time) bool {
 	}
 	a := old.DeepCopy()
 	a.Agent.LastSeenTime, a.Agent.ObservedTime, a.Agent.LastProgressTime = new.Agent.LastSeenTime, new.Agent.ObservedTime, new.Agent.LastProgressTime
+	if (a.Agent.DiskFreeBytes == nil) == (new.Agent.DiskFreeBytes == nil) {
+		a.Agent.DiskFreeBytes = new.Agent.DiskFreeBytes
+	}
 	if !apiequality.Semantic.DeepEqual(a, new) {
 		return true
 	}
