@@ -19,6 +19,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -115,9 +116,9 @@ func BenchmarkAPIServerRestartAtScale(b *testing.B) {
 	if r.bound > restartBoundGoal {
 		met = "NOT met"
 	}
-	fmt.Printf("DockerIOS apiserver restart with %d identities and %d machines: /readyz 200 after %s, first claim Bound at create after %s (goal ≤ %s: %s; %d claims created Pending before it, %d create attempts refused, %d stalled on a TLS handshake); RSS %.0f MiB once quiet, peak %.0f MiB during the start (VmHWM %.0f MiB)\n",
+	fmt.Printf("DockerIOS apiserver restart with %d identities and %d machines: /readyz 200 after %s, first claim Bound at create after %s (goal ≤ %s: %s; %d claims created Pending before it; of the attempts, %d refused, %d answered with an error, %d answered only after more than 9 s); RSS %.0f MiB once quiet, peak %.0f MiB during the start (VmHWM %.0f MiB)\n",
 		*restartIdentities, *restartMachines, r.readyz.Round(time.Millisecond), r.bound.Round(time.Millisecond), restartBoundGoal, met,
-		r.pending, r.refused, r.stalled, r.steadyRSS, r.peakRSS, r.hwm)
+		r.pending, r.refused, r.failed, r.stalled, r.steadyRSS, r.peakRSS, r.hwm)
 
 	if r.bound > restartBoundGoal && *restartCPUProfile == "" {
 		// Where the start's time goes: another restart, under the
@@ -148,14 +149,16 @@ type restartResult struct {
 	readyz, bound           time.Duration
 	steadyRSS, peakRSS, hwm float64
 	pending, refused        int
-	stalled                 int // attempts answered after more than 9 s: a TLS handshake timeout
+	failed                  int // attempts the server answered with an error
+	stalled                 int // attempts answered only after more than 9 s
 }
 
-// fresh is a client of f's server on connections of its own. A client
-// that connects between the restarted server binding its port and serving
-// it waits out its TLS handshake timeout (10 s in client-go) on that
-// connection, and a shared transport would hold every later request
-// behind it: each attempt here dials for itself, as a new client would.
+// fresh is a client of f's server on connections of its own. A request
+// on a connection made in the first moments of the restarted server is
+// held before it reaches a handler for about 10 s (as long as client-go's
+// TLS handshake timeout; the cause is not pinned down), and a shared
+// transport would hold every later request behind it: each attempt here
+// dials for itself, as a new client would.
 func (f *benchFleet) fresh(b *testing.B) versioned.Interface {
 	cfg := restclient.CopyConfig(f.cfg)
 	// A Dial of its own keeps client-go from sharing a cached transport.
@@ -263,16 +266,22 @@ func (f *benchFleet) restart(b *testing.B, round string, warm []string, profile 
 	go func() {
 		defer binder.Done()
 		next := 0
+		claims := f.client.DockeriosV1alpha1().MacOSMachineClaims("default")
 		for name := range waiting {
 			for next < len(warm) {
-				_, err := f.client.DockeriosV1alpha1().MacOSMachineClaims("default").Bind(ctx, name,
-					&v1alpha1.MacOSMachineBinding{MachineName: warm[next]}, metav1.CreateOptions{})
+				// The apiserver may have bound it meanwhile (a machine
+				// made free binds the oldest waiting claim).
+				if c, err := claims.Get(ctx, name, metav1.GetOptions{}); err == nil && c.Status.Phase != v1alpha1.ClaimPending {
+					break
+				}
+				_, err := claims.Bind(ctx, name, &v1alpha1.MacOSMachineBinding{MachineName: warm[next]}, metav1.CreateOptions{})
 				if err == nil {
 					next++
 					break
 				}
 				if apierrors.IsConflict(err) {
-					// That machine was taken (by a create): the next one.
+					// That machine was taken (by a create), or the claim
+					// was bound meanwhile: the next machine, if need be.
 					next++
 					continue
 				}
@@ -288,6 +297,7 @@ func (f *benchFleet) restart(b *testing.B, round string, warm []string, profile 
 	// how long an unlucky connection waits.
 	created := map[string]v1alpha1.MacOSMachineClaimPhase{}
 	var uncertain []string
+	failed := map[string]error{} // answered with an error: no claim may exist
 	var attempts sync.WaitGroup
 	bound := make(chan struct{})
 	var boundOnce sync.Once
@@ -335,8 +345,13 @@ func (f *benchFleet) restart(b *testing.B, round string, warm []string, profile 
 				case apierrors.IsAlreadyExists(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || ctxTimedOut(err):
 					// The server may have taken it: it is checked below.
 					uncertain = append(uncertain, name)
+				case isAPIStatus(err):
+					// The server answered that it did not create it (a
+					// 503 while starting, or a 500 from a bug).
+					failed[name] = err
+					r.failed++
 				default:
-					r.refused++ // not serving yet, or answering that it cannot
+					r.refused++ // not listening or not serving yet
 				}
 			}()
 			continue
@@ -344,6 +359,13 @@ func (f *benchFleet) restart(b *testing.B, round string, warm []string, profile 
 		break
 	}
 	attempts.Wait()
+	shown := 0
+	for name, err := range failed {
+		if shown++; shown > 3 {
+			break
+		}
+		b.Logf("%s: the create of claim %s was answered: %v", round, name, err)
+	}
 	close(waiting)
 	binder.Wait()
 	select {
@@ -372,10 +394,15 @@ func (f *benchFleet) restart(b *testing.B, round string, warm []string, profile 
 	require.True(b, ok, "no memory figures for pid %d", pid)
 	r.steadyRSS, r.hwm, r.peakRSS = rss, hwm, max(peak, hwm)
 
-	f.checkNoClaimLost(b, round, created, uncertain)
-	b.Logf("%s: /readyz 200 after %s; first claim Bound at create after %s (%d created Pending before it, then bound as the controller would; %d attempts refused, %d stalled on a TLS handshake); RSS %.0f MiB quiet, peak %.0f MiB",
-		round, r.readyz.Round(time.Millisecond), r.bound.Round(time.Millisecond), r.pending, r.refused, r.stalled, r.steadyRSS, r.peakRSS)
+	f.checkNoClaimLost(b, round, created, uncertain, failed)
+	b.Logf("%s: /readyz 200 after %s; first claim Bound at create after %s (%d created Pending before it, then bound as the controller would; %d attempts refused, %d answered with an error, %d answered only after more than 9 s); RSS %.0f MiB quiet, peak %.0f MiB",
+		round, r.readyz.Round(time.Millisecond), r.bound.Round(time.Millisecond), r.pending, r.refused, r.failed, r.stalled, r.steadyRSS, r.peakRSS)
 	return r
+}
+
+func isAPIStatus(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
 }
 
 func ctxTimedOut(err error) bool {
@@ -386,8 +413,9 @@ func ctxTimedOut(err error) bool {
 // answered for is still there, and is Bound to a machine that holds it
 // or Pending with a reason (no warm machine left for it); a claim whose
 // create had no answer may or may not exist, but if it does, the same
-// holds for it.
-func (f *benchFleet) checkNoClaimLost(b *testing.B, round string, created map[string]v1alpha1.MacOSMachineClaimPhase, uncertain []string) {
+// holds for it; and no claim exists whose create was answered with an
+// error — its maker holds a machine it was told it did not get.
+func (f *benchFleet) checkNoClaimLost(b *testing.B, round string, created map[string]v1alpha1.MacOSMachineClaimPhase, uncertain []string, failed map[string]error) {
 	ctx := context.Background()
 	claims, err := f.client.DockeriosV1alpha1().MacOSMachineClaims("default").List(ctx, metav1.ListOptions{})
 	require.NoError(b, err)
@@ -431,6 +459,14 @@ func (f *benchFleet) checkNoClaimLost(b *testing.B, round string, created map[st
 	}
 	for _, name := range uncertain {
 		check(name, false)
+	}
+	for name, err := range failed {
+		if c, ok := found[name]; ok {
+			b.Errorf("%s: claim %s exists (%s, machine %q) although its create was answered: %v", round, name, c.Status.Phase, c.Status.MachineName, err)
+		}
+	}
+	if b.Failed() {
+		b.FailNow()
 	}
 }
 
