@@ -50,7 +50,14 @@ type snapshot struct {
 	pools      map[string]*dockerio.MacOSIdentityPool
 	machines   map[string]*dockerio.MacOSMachine
 	claims     map[string]*dockerio.MacOSMachineClaim
+	// waitingIn: the machines of the test's namespace with an entry in
+	// their pool's queue of machines waiting for an identity.
+	waitingIn map[string]bool
 }
+
+// waitingInSuffix ends the ledger's key that says which pool a waiting
+// machine waits in (see pkg/storage/identityledger/layout.go).
+const waitingInSuffix = "/waiting-in"
 
 func (c *cluster) snapshot(ctx context.Context) (*snapshot, error) {
 	resp, err := c.etcd.Get(ctx, "/registry/dockerios.io/", clientv3.WithPrefix())
@@ -58,10 +65,13 @@ func (c *cluster) snapshot(ctx context.Context) (*snapshot, error) {
 		return nil, err
 	}
 	s := &snapshot{rev: resp.Header.Revision, identities: map[string]*dockerio.MacOSIdentity{}, pools: map[string]*dockerio.MacOSIdentityPool{},
-		machines: map[string]*dockerio.MacOSMachine{}, claims: map[string]*dockerio.MacOSMachineClaim{}}
+		machines: map[string]*dockerio.MacOSMachine{}, claims: map[string]*dockerio.MacOSMachineClaim{}, waitingIn: map[string]bool{}}
+	waitingPrefix := "/registry/dockerios.io/identity-index/machines/" + testNS + "/"
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
 		switch {
+		case strings.HasPrefix(key, waitingPrefix) && strings.HasSuffix(key, waitingInSuffix):
+			s.waitingIn[strings.TrimSuffix(strings.TrimPrefix(key, waitingPrefix), waitingInSuffix)] = true
 		case strings.HasPrefix(key, c.res.identities.KeyPrefix()):
 			obj, err := c.res.identities.Decode(ctx, key, kv.Value, kv.ModRevision)
 			if err != nil {
@@ -149,8 +159,11 @@ func (s *snapshot) poolCountsMismatch() string {
 		}
 	}
 	for _, m := range s.machines {
-		// Every machine of the test draws from the one pool.
-		if m.Status.IdentityRef == nil && m.Status.Phase != dockerio.MachineFailed {
+		// Every machine of the test draws from the one pool. A machine
+		// being deleted no longer needs an identity: the ledger drops its
+		// queue entry when the queue next meets it, and counts it pending
+		// only until then.
+		if m.Status.IdentityRef == nil && m.Status.Phase != dockerio.MachineFailed && (m.DeletionTimestamp == nil || s.waitingIn[m.Name]) {
 			want[identityPool].pending++
 		}
 	}
