@@ -290,6 +290,14 @@ type MacOSImageSpec struct {
 	// checksum of the image content, as "sha256:<64 hex digits>". Informational.
 	// +optional
 	Checksum string `json:"checksum,omitempty"`
+	// promoteFrom is the install-session machine whose system disk becomes
+	// the image: setting it shuts that machine's guest down, clones its
+	// system disk into a new volume beside the DataSource, points the
+	// DataSource at it, records the macOS version the agent reported, and
+	// deletes the machine, releasing its identity. status.promotion says how
+	// far it has come. Requires source.dataSource.
+	// +optional
+	PromoteFrom *NamespacedObjectReference `json:"promoteFrom,omitempty"`
 }
 
 // ImageSource is a CDI clone source. Exactly one member is set.
@@ -300,6 +308,30 @@ type ImageSource struct {
 	// pvc is a PersistentVolumeClaim.
 	// +optional
 	PVC *NamespacedObjectReference `json:"pvc,omitempty"`
+	// recovery makes the image from Apple's recovery service instead of
+	// from a disk someone already has: the controller fetches the release's
+	// recovery image into a volume beside dataSource (which it requires),
+	// install sessions boot it so a person installs macOS, and promoting
+	// one points dataSource at the installed disk. Until then the image is
+	// not Ready.
+	// +optional
+	Recovery *RecoverySource `json:"recovery,omitempty"`
+}
+
+// RecoverySource is what to ask Apple's recovery service for.
+type RecoverySource struct {
+	// release is the macOS release to fetch, by the name OSX-KVM's
+	// fetch-macOS-v2.py gives it: high-sierra, mojave, catalina, big-sur,
+	// monterey, ventura, sonoma, sequoia or tahoe. It must be the release
+	// spec.release names.
+	Release string `json:"release"`
+	// boardID is the board the service is asked as, for example
+	// "Mac-827FAC58A8FDFA22". The service answers each board with the
+	// releases that board can run, so it must be a board of a model that
+	// runs the release. Defaults to the board fetch-macOS-v2.py asks for
+	// the release.
+	// +optional
+	BoardID string `json:"boardID,omitempty"`
 }
 
 // NamespacedObjectReference names an object in a namespace.
@@ -315,13 +347,91 @@ type MacOSImageStatus struct {
 	// observedGeneration is the generation the controller last checked.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready is True when the source exists and is ready to clone.
+	// conditions: Ready is True when the source exists and is ready to
+	// clone; RecoveryReady, for an image with source.recovery, is True once
+	// the recovery image is fetched, verified and converted; Promoted
+	// reports the last promotion.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	// recovery reports the fetch of the recovery image.
+	// +optional
+	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+	// promotion reports the last promotion of an install session's disk.
+	// +optional
+	Promotion *PromotionStatus `json:"promotion,omitempty"`
+	// macOSVersion is the macOS version the image's system runs, as the
+	// guest agent of the machine it was promoted from reported it.
+	// +optional
+	MacOSVersion string `json:"macOSVersion,omitempty"`
+}
+
+// RecoveryStatus is how far the fetch of a recovery image has come.
+type RecoveryStatus struct {
+	// volumeName is the PersistentVolumeClaim, in the namespace of
+	// spec.source.dataSource, that holds the recovery image as a raw disk.
+	// +optional
+	VolumeName string `json:"volumeName,omitempty"`
+	// boardID is the board the service was asked as.
+	// +optional
+	BoardID string `json:"boardID,omitempty"`
+	// product is the product the service answered with, for example
+	// "041-88800".
+	// +optional
+	Product string `json:"product,omitempty"`
+	// bytesDone is how much of the recovery image the current attempt has
+	// downloaded.
+	// +optional
+	BytesDone int64 `json:"bytesDone,omitempty"`
+	// bytesTotal is the size of the recovery image, as the service said.
+	// +optional
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+	// imageSHA256 is the sha256 of the downloaded BaseSystem.dmg, verified
+	// chunk by chunk against the chunklist the service signed.
+	// +optional
+	ImageSHA256 string `json:"imageSHA256,omitempty"`
+	// attempts counts the fetches that failed in a row; each doubles the
+	// wait before the next.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// nextAttemptTime is when the next fetch starts after a failure.
+	// +optional
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
+}
+
+// PromotionPhase is where a promotion is.
+// +enum
+type PromotionPhase string
+
+// Phases of a promotion.
+const (
+	// PromotionStopping: the install session's guest is being shut down.
+	PromotionStopping PromotionPhase = "Stopping"
+	// PromotionCloning: its system disk is being cloned into the golden volume.
+	PromotionCloning PromotionPhase = "Cloning"
+	// PromotionSucceeded: the DataSource points at the golden volume.
+	PromotionSucceeded PromotionPhase = "Succeeded"
+	// PromotionFailed: see the Promoted condition.
+	PromotionFailed PromotionPhase = "Failed"
+)
+
+// PromotionStatus is the last promotion of an install session's disk.
+type PromotionStatus struct {
+	// machine is the install session promoted from.
+	Machine NamespacedObjectReference `json:"machine"`
+	// phase of the promotion.
+	// +optional
+	Phase PromotionPhase `json:"phase,omitempty"`
+	// volumeName is the golden PersistentVolumeClaim, in the DataSource's
+	// namespace.
+	// +optional
+	VolumeName string `json:"volumeName,omitempty"`
+	// completionTime is when the DataSource was pointed at the volume.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -519,7 +629,26 @@ type MacOSMachineSpec struct {
 	// Services and network policies that select the machine's pod.
 	// +optional
 	VMLabels map[string]string `json:"vmLabels,omitempty"`
+	// purpose is Workload (the default, when empty): a machine claims are
+	// bound to; or Install: an install session, which boots its image's
+	// recovery volume beside an empty system disk of the class's size so a
+	// person installs macOS at the console. An install session holds an
+	// identity like any machine, never joins a pool, is never bound, and
+	// is never Ready by agent checks; promoting it (MacOSImage
+	// spec.promoteFrom) makes its disk the image.
+	// +optional
+	Purpose MachinePurpose `json:"purpose,omitempty"`
 }
+
+// MachinePurpose is what a machine is for.
+// +enum
+type MachinePurpose string
+
+// Purposes of a machine.
+const (
+	MachinePurposeWorkload MachinePurpose = "Workload"
+	MachinePurposeInstall  MachinePurpose = "Install"
+)
 
 // MacOSMachinePhase is where a machine is in its life.
 // +enum
@@ -681,6 +810,10 @@ type AgentReport struct {
 	// version of the agent.
 	// +optional
 	Version string `json:"version,omitempty"`
+	// osVersion is the macOS version the guest runs, as sw_vers
+	// -productVersion prints it, for example "14.6.1".
+	// +optional
+	OSVersion string `json:"osVersion,omitempty"`
 	// diskTotalBytes is the size of the system volume.
 	// +optional
 	DiskTotalBytes *int64 `json:"diskTotalBytes,omitempty"`

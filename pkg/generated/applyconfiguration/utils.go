@@ -106,6 +106,12 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &dockeriov1alpha1.MacOSMachineTemplateApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NamespacedObjectReference"):
 		return &dockeriov1alpha1.NamespacedObjectReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PromotionStatus"):
+		return &dockeriov1alpha1.PromotionStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("RecoverySource"):
+		return &dockeriov1alpha1.RecoverySourceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("RecoveryStatus"):
+		return &dockeriov1alpha1.RecoveryStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StorageHoldBack"):
 		return &dockeriov1alpha1.StorageHoldBackApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SystemDiskSpec"):

@@ -79,6 +79,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.MachineTemplateMetadata{}.OpenAPIModelName():    schema_pkg_apis_dockerio_v1alpha1_MachineTemplateMetadata(ref),
 		v1alpha1.MachineTemplateSpec{}.OpenAPIModelName():        schema_pkg_apis_dockerio_v1alpha1_MachineTemplateSpec(ref),
 		v1alpha1.NamespacedObjectReference{}.OpenAPIModelName():  schema_pkg_apis_dockerio_v1alpha1_NamespacedObjectReference(ref),
+		v1alpha1.PromotionStatus{}.OpenAPIModelName():            schema_pkg_apis_dockerio_v1alpha1_PromotionStatus(ref),
+		v1alpha1.RecoverySource{}.OpenAPIModelName():             schema_pkg_apis_dockerio_v1alpha1_RecoverySource(ref),
+		v1alpha1.RecoveryStatus{}.OpenAPIModelName():             schema_pkg_apis_dockerio_v1alpha1_RecoveryStatus(ref),
 		v1alpha1.StorageHoldBack{}.OpenAPIModelName():            schema_pkg_apis_dockerio_v1alpha1_StorageHoldBack(ref),
 		v1alpha1.SystemDiskSpec{}.OpenAPIModelName():             schema_pkg_apis_dockerio_v1alpha1_SystemDiskSpec(ref),
 		v1.ContainerResourceMetricSource{}.OpenAPIModelName():    schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
@@ -213,6 +216,13 @@ func schema_pkg_apis_dockerio_v1alpha1_AgentReport(ref common.ReferenceCallback)
 					"version": {
 						SchemaProps: spec.SchemaProps{
 							Description: "version of the agent.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"osVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "osVersion is the macOS version the guest runs, as sw_vers -productVersion prints it, for example \"14.6.1\".",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -530,11 +540,17 @@ func schema_pkg_apis_dockerio_v1alpha1_ImageSource(ref common.ReferenceCallback)
 							Ref:         ref(v1alpha1.NamespacedObjectReference{}.OpenAPIModelName()),
 						},
 					},
+					"recovery": {
+						SchemaProps: spec.SchemaProps{
+							Description: "recovery makes the image from Apple's recovery service instead of from a disk someone already has: the controller fetches the release's recovery image into a volume beside dataSource (which it requires), install sessions boot it so a person installs macOS, and promoting one points dataSource at the installed disk. Until then the image is not Ready.",
+							Ref:         ref(v1alpha1.RecoverySource{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.NamespacedObjectReference{}.OpenAPIModelName()},
+			v1alpha1.NamespacedObjectReference{}.OpenAPIModelName(), v1alpha1.RecoverySource{}.OpenAPIModelName()},
 	}
 }
 
@@ -1096,12 +1112,18 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSImageSpec(ref common.ReferenceCallba
 							Format:      "",
 						},
 					},
+					"promoteFrom": {
+						SchemaProps: spec.SchemaProps{
+							Description: "promoteFrom is the install-session machine whose system disk becomes the image: setting it shuts that machine's guest down, clones its system disk into a new volume beside the DataSource, points the DataSource at it, records the macOS version the agent reported, and deletes the machine, releasing its identity. status.promotion says how far it has come. Requires source.dataSource.",
+							Ref:         ref(v1alpha1.NamespacedObjectReference{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"source", "release"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.ImageSource{}.OpenAPIModelName()},
+			v1alpha1.ImageSource{}.OpenAPIModelName(), v1alpha1.NamespacedObjectReference{}.OpenAPIModelName()},
 	}
 }
 
@@ -1131,7 +1153,7 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSImageStatus(ref common.ReferenceCall
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions: Ready is True when the source exists and is ready to clone.",
+							Description: "conditions: Ready is True when the source exists and is ready to clone; RecoveryReady, for an image with source.recovery, is True once the recovery image is fetched, verified and converted; Promoted reports the last promotion.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -1142,11 +1164,30 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSImageStatus(ref common.ReferenceCall
 							},
 						},
 					},
+					"recovery": {
+						SchemaProps: spec.SchemaProps{
+							Description: "recovery reports the fetch of the recovery image.",
+							Ref:         ref(v1alpha1.RecoveryStatus{}.OpenAPIModelName()),
+						},
+					},
+					"promotion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "promotion reports the last promotion of an install session's disk.",
+							Ref:         ref(v1alpha1.PromotionStatus{}.OpenAPIModelName()),
+						},
+					},
+					"macOSVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "macOSVersion is the macOS version the image's system runs, as the guest agent of the machine it was promoted from reported it.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			metav1.Condition{}.OpenAPIModelName()},
+			v1alpha1.PromotionStatus{}.OpenAPIModelName(), v1alpha1.RecoveryStatus{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -2031,6 +2072,14 @@ func schema_pkg_apis_dockerio_v1alpha1_MacOSMachineSpec(ref common.ReferenceCall
 							},
 						},
 					},
+					"purpose": {
+						SchemaProps: spec.SchemaProps{
+							Description: "purpose is Workload (the default, when empty): a machine claims are bound to; or Install: an install session, which boots its image's recovery volume beside an empty system disk of the class's size so a person installs macOS at the console. An install session holds an identity like any machine, never joins a pool, is never bound, and is never Ready by agent checks; promoting it (MacOSImage spec.promoteFrom) makes its disk the image.\n\nPossible enum values:\n - `\"Install\"`\n - `\"Workload\"`",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Install", "Workload"},
+						},
+					},
 				},
 				Required: []string{"className"},
 			},
@@ -2312,6 +2361,149 @@ func schema_pkg_apis_dockerio_v1alpha1_NamespacedObjectReference(ref common.Refe
 				Required: []string{"namespace", "name"},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_dockerio_v1alpha1_PromotionStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PromotionStatus is the last promotion of an install session's disk.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"machine": {
+						SchemaProps: spec.SchemaProps{
+							Description: "machine is the install session promoted from.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.NamespacedObjectReference{}.OpenAPIModelName()),
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "phase of the promotion.\n\nPossible enum values:\n - `\"Cloning\"` : its system disk is being cloned into the golden volume.\n - `\"Failed\"` : see the Promoted condition.\n - `\"Stopping\"` : the install session's guest is being shut down.\n - `\"Succeeded\"` : the DataSource points at the golden volume.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Cloning", "Failed", "Stopping", "Succeeded"},
+						},
+					},
+					"volumeName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "volumeName is the golden PersistentVolumeClaim, in the DataSource's namespace.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"completionTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "completionTime is when the DataSource was pointed at the volume.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"machine"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.NamespacedObjectReference{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_dockerio_v1alpha1_RecoverySource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RecoverySource is what to ask Apple's recovery service for.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"release": {
+						SchemaProps: spec.SchemaProps{
+							Description: "release is the macOS release to fetch, by the name OSX-KVM's fetch-macOS-v2.py gives it: high-sierra, mojave, catalina, big-sur, monterey, ventura, sonoma, sequoia or tahoe. It must be the release spec.release names.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"boardID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "boardID is the board the service is asked as, for example \"Mac-827FAC58A8FDFA22\". The service answers each board with the releases that board can run, so it must be a board of a model that runs the release. Defaults to the board fetch-macOS-v2.py asks for the release.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"release"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_dockerio_v1alpha1_RecoveryStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RecoveryStatus is how far the fetch of a recovery image has come.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"volumeName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "volumeName is the PersistentVolumeClaim, in the namespace of spec.source.dataSource, that holds the recovery image as a raw disk.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"boardID": {
+						SchemaProps: spec.SchemaProps{
+							Description: "boardID is the board the service was asked as.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"product": {
+						SchemaProps: spec.SchemaProps{
+							Description: "product is the product the service answered with, for example \"041-88800\".",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"bytesDone": {
+						SchemaProps: spec.SchemaProps{
+							Description: "bytesDone is how much of the recovery image the current attempt has downloaded.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"bytesTotal": {
+						SchemaProps: spec.SchemaProps{
+							Description: "bytesTotal is the size of the recovery image, as the service said.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"imageSHA256": {
+						SchemaProps: spec.SchemaProps{
+							Description: "imageSHA256 is the sha256 of the downloaded BaseSystem.dmg, verified chunk by chunk against the chunklist the service signed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"attempts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "attempts counts the fetches that failed in a row; each doubles the wait before the next.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"nextAttemptTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "nextAttemptTime is when the next fetch starts after a failure.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -247,6 +247,21 @@ func (in NamespacedObjectReference) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PromotionStatus) OpenAPIModelName() string {
+	return "io.dockerios.v1alpha1.PromotionStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RecoverySource) OpenAPIModelName() string {
+	return "io.dockerios.v1alpha1.RecoverySource"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RecoveryStatus) OpenAPIModelName() string {
+	return "io.dockerios.v1alpha1.RecoveryStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in StorageHoldBack) OpenAPIModelName() string {
 	return "io.dockerios.v1alpha1.StorageHoldBack"
 }

@@ -34,6 +34,9 @@ type AgentReportApplyConfiguration struct {
 	LastSeenTime *v1.Time `json:"lastSeenTime,omitempty"`
 	// version of the agent.
 	Version *string `json:"version,omitempty"`
+	// osVersion is the macOS version the guest runs, as sw_vers
+	// -productVersion prints it, for example "14.6.1".
+	OSVersion *string `json:"osVersion,omitempty"`
 	// diskTotalBytes is the size of the system volume.
 	DiskTotalBytes *int64 `json:"diskTotalBytes,omitempty"`
 	// diskFreeBytes is the free space on the system volume.
@@ -77,6 +80,14 @@ func (b *AgentReportApplyConfiguration) WithLastSeenTime(value v1.Time) *AgentRe
 // If called multiple times, the Version field is set to the value of the last call.
 func (b *AgentReportApplyConfiguration) WithVersion(value string) *AgentReportApplyConfiguration {
 	b.Version = &value
+	return b
+}
+
+// WithOSVersion sets the OSVersion field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OSVersion field is set to the value of the last call.
+func (b *AgentReportApplyConfiguration) WithOSVersion(value string) *AgentReportApplyConfiguration {
+	b.OSVersion = &value
 	return b
 }
 

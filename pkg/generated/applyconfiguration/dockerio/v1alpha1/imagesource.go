@@ -27,6 +27,13 @@ type ImageSourceApplyConfiguration struct {
 	DataSource *NamespacedObjectReferenceApplyConfiguration `json:"dataSource,omitempty"`
 	// pvc is a PersistentVolumeClaim.
 	PVC *NamespacedObjectReferenceApplyConfiguration `json:"pvc,omitempty"`
+	// recovery makes the image from Apple's recovery service instead of
+	// from a disk someone already has: the controller fetches the release's
+	// recovery image into a volume beside dataSource (which it requires),
+	// install sessions boot it so a person installs macOS, and promoting
+	// one points dataSource at the installed disk. Until then the image is
+	// not Ready.
+	Recovery *RecoverySourceApplyConfiguration `json:"recovery,omitempty"`
 }
 
 // ImageSourceApplyConfiguration constructs a declarative configuration of the ImageSource type for use with
@@ -48,5 +55,13 @@ func (b *ImageSourceApplyConfiguration) WithDataSource(value *NamespacedObjectRe
 // If called multiple times, the PVC field is set to the value of the last call.
 func (b *ImageSourceApplyConfiguration) WithPVC(value *NamespacedObjectReferenceApplyConfiguration) *ImageSourceApplyConfiguration {
 	b.PVC = value
+	return b
+}
+
+// WithRecovery sets the Recovery field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Recovery field is set to the value of the last call.
+func (b *ImageSourceApplyConfiguration) WithRecovery(value *RecoverySourceApplyConfiguration) *ImageSourceApplyConfiguration {
+	b.Recovery = value
 	return b
 }

@@ -32,6 +32,13 @@ type MacOSImageSpecApplyConfiguration struct {
 	BoardID *string `json:"boardID,omitempty"`
 	// checksum of the image content, as "sha256:<64 hex digits>". Informational.
 	Checksum *string `json:"checksum,omitempty"`
+	// promoteFrom is the install-session machine whose system disk becomes
+	// the image: setting it shuts that machine's guest down, clones its
+	// system disk into a new volume beside the DataSource, points the
+	// DataSource at it, records the macOS version the agent reported, and
+	// deletes the machine, releasing its identity. status.promotion says how
+	// far it has come. Requires source.dataSource.
+	PromoteFrom *NamespacedObjectReferenceApplyConfiguration `json:"promoteFrom,omitempty"`
 }
 
 // MacOSImageSpecApplyConfiguration constructs a declarative configuration of the MacOSImageSpec type for use with
@@ -69,5 +76,13 @@ func (b *MacOSImageSpecApplyConfiguration) WithBoardID(value string) *MacOSImage
 // If called multiple times, the Checksum field is set to the value of the last call.
 func (b *MacOSImageSpecApplyConfiguration) WithChecksum(value string) *MacOSImageSpecApplyConfiguration {
 	b.Checksum = &value
+	return b
+}
+
+// WithPromoteFrom sets the PromoteFrom field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PromoteFrom field is set to the value of the last call.
+func (b *MacOSImageSpecApplyConfiguration) WithPromoteFrom(value *NamespacedObjectReferenceApplyConfiguration) *MacOSImageSpecApplyConfiguration {
+	b.PromoteFrom = value
 	return b
 }

@@ -29,8 +29,18 @@ import (
 type MacOSImageStatusApplyConfiguration struct {
 	// observedGeneration is the generation the controller last checked.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready is True when the source exists and is ready to clone.
+	// conditions: Ready is True when the source exists and is ready to
+	// clone; RecoveryReady, for an image with source.recovery, is True once
+	// the recovery image is fetched, verified and converted; Promoted
+	// reports the last promotion.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// recovery reports the fetch of the recovery image.
+	Recovery *RecoveryStatusApplyConfiguration `json:"recovery,omitempty"`
+	// promotion reports the last promotion of an install session's disk.
+	Promotion *PromotionStatusApplyConfiguration `json:"promotion,omitempty"`
+	// macOSVersion is the macOS version the image's system runs, as the
+	// guest agent of the machine it was promoted from reported it.
+	MacOSVersion *string `json:"macOSVersion,omitempty"`
 }
 
 // MacOSImageStatusApplyConfiguration constructs a declarative configuration of the MacOSImageStatus type for use with
@@ -57,5 +67,29 @@ func (b *MacOSImageStatusApplyConfiguration) WithConditions(values ...*v1.Condit
 		}
 		b.Conditions = append(b.Conditions, *values[i])
 	}
+	return b
+}
+
+// WithRecovery sets the Recovery field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Recovery field is set to the value of the last call.
+func (b *MacOSImageStatusApplyConfiguration) WithRecovery(value *RecoveryStatusApplyConfiguration) *MacOSImageStatusApplyConfiguration {
+	b.Recovery = value
+	return b
+}
+
+// WithPromotion sets the Promotion field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Promotion field is set to the value of the last call.
+func (b *MacOSImageStatusApplyConfiguration) WithPromotion(value *PromotionStatusApplyConfiguration) *MacOSImageStatusApplyConfiguration {
+	b.Promotion = value
+	return b
+}
+
+// WithMacOSVersion sets the MacOSVersion field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MacOSVersion field is set to the value of the last call.
+func (b *MacOSImageStatusApplyConfiguration) WithMacOSVersion(value string) *MacOSImageStatusApplyConfiguration {
+	b.MacOSVersion = &value
 	return b
 }

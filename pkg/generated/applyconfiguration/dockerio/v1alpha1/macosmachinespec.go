@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	dockeriov1alpha1 "github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+)
+
 // MacOSMachineSpecApplyConfiguration represents a declarative configuration of the MacOSMachineSpec type for use
 // with apply.
 //
@@ -34,6 +38,14 @@ type MacOSMachineSpecApplyConfiguration struct {
 	// vmLabels are added to the KubeVirt VirtualMachine's instance, for
 	// Services and network policies that select the machine's pod.
 	VMLabels map[string]string `json:"vmLabels,omitempty"`
+	// purpose is Workload (the default, when empty): a machine claims are
+	// bound to; or Install: an install session, which boots its image's
+	// recovery volume beside an empty system disk of the class's size so a
+	// person installs macOS at the console. An install session holds an
+	// identity like any machine, never joins a pool, is never bound, and
+	// is never Ready by agent checks; promoting it (MacOSImage
+	// spec.promoteFrom) makes its disk the image.
+	Purpose *dockeriov1alpha1.MachinePurpose `json:"purpose,omitempty"`
 }
 
 // MacOSMachineSpecApplyConfiguration constructs a declarative configuration of the MacOSMachineSpec type for use with
@@ -77,5 +89,13 @@ func (b *MacOSMachineSpecApplyConfiguration) WithVMLabels(entries map[string]str
 	for k, v := range entries {
 		b.VMLabels[k] = v
 	}
+	return b
+}
+
+// WithPurpose sets the Purpose field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Purpose field is set to the value of the last call.
+func (b *MacOSMachineSpecApplyConfiguration) WithPurpose(value dockeriov1alpha1.MachinePurpose) *MacOSMachineSpecApplyConfiguration {
+	b.Purpose = &value
 	return b
 }
