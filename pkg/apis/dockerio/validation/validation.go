@@ -286,6 +286,7 @@ func ValidateMacOSImageStatusUpdate(img, old *dockerio.MacOSImage) field.ErrorLi
 	status := field.NewPath("status")
 	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(img.Status.ObservedGeneration, status.Child("observedGeneration"))...)
 	allErrs = append(allErrs, metav1validation.ValidateConditions(img.Status.Conditions, status.Child("conditions"))...)
+	allErrs = append(allErrs, validateImageStatus(&img.Status, status)...)
 	return allErrs
 }
 
@@ -316,6 +317,7 @@ func validateImageSpec(s *dockerio.MacOSImageSpec, fld *field.Path) field.ErrorL
 	if s.Checksum != "" && !checksumPattern.MatchString(s.Checksum) {
 		allErrs = append(allErrs, field.Invalid(fld.Child("checksum"), s.Checksum, "must be sha256: followed by 64 lower-case hex digits"))
 	}
+	allErrs = append(allErrs, validateGoldenImage(s, fld)...)
 	return allErrs
 }
 
@@ -423,6 +425,10 @@ func ValidateMacOSMachine(m *dockerio.MacOSMachine) field.ErrorList {
 		allErrs = append(allErrs, field.Forbidden(field.NewPath("metadata", "labels").Key(dockerio.ClaimUIDLabel),
 			"is set by DockerIOS on the machine made for a class claim; a pool's machine is never one"))
 	}
+	if _, ok := m.Labels[dockerio.ClaimUIDLabel]; ok && m.Spec.Purpose == dockerio.MachinePurposeInstall {
+		allErrs = append(allErrs, field.Forbidden(field.NewPath("metadata", "labels").Key(dockerio.ClaimUIDLabel),
+			"is set by DockerIOS on the machine made for a class claim; an install session (spec.purpose Install) is never bound to a claim"))
+	}
 	return allErrs
 }
 
@@ -524,8 +530,29 @@ func validateMachineSpec(s *dockerio.MacOSMachineSpec, fld *field.Path) field.Er
 		allErrs = append(allErrs, validateReferenceName(s.PoolName, ValidateLabelName, fld.Child("poolName"))...)
 	}
 	allErrs = append(allErrs, metav1validation.ValidateLabels(s.VMLabels, fld.Child("vmLabels"))...)
+	switch s.Purpose {
+	case "", dockerio.MachinePurposeWorkload:
+	case dockerio.MachinePurposeInstall:
+		// An install session boots its image's recovery volume so a person
+		// installs macOS at the console; promoting it makes its disk that
+		// image. Which image is never left to the class: the session is
+		// made for one image, explicitly.
+		if s.ImageName == "" {
+			allErrs = append(allErrs, field.Required(fld.Child("imageName"),
+				"an install session (spec.purpose Install) names the MacOSImage it installs, whose source.recovery it boots and which promoting it replaces"))
+		}
+		if s.PoolName != "" {
+			allErrs = append(allErrs, field.Forbidden(fld.Child("poolName"),
+				"an install session never joins a pool: it is never bound to a claim, and a pool would count it as a machine to serve one"))
+		}
+	default:
+		allErrs = append(allErrs, field.NotSupported(fld.Child("purpose"), s.Purpose, machinePurposes))
+	}
 	return allErrs
 }
+
+// machinePurposes are the values spec.purpose takes ("" is Workload).
+var machinePurposes = []string{string(dockerio.MachinePurposeWorkload), string(dockerio.MachinePurposeInstall)}
 
 // ---------------------------------------------------------------------------
 // MacOSMachinePool
