@@ -220,6 +220,8 @@ func refusal(claim *dockerio.MacOSMachineClaim, m *dockerio.MacOSMachine) string
 		return "the machine is being deleted"
 	case m.Status.ClaimRef != nil:
 		return fmt.Sprintf("the machine is already bound to MacOSMachineClaim %s", m.Status.ClaimRef.Name)
+	case m.Spec.Purpose == dockerio.MachinePurposeInstall:
+		return "the machine is an install session (spec.purpose Install), which is never bound: promote it into its MacOSImage, then claim a machine made from the image"
 	case m.Namespace != claim.Namespace:
 		return fmt.Sprintf("the machine is in namespace %s, the claim in %s", m.Namespace, claim.Namespace)
 	case claim.Spec.PoolName != "" && m.Spec.PoolName != claim.Spec.PoolName:

@@ -194,6 +194,15 @@ func TestBind_RefusesWithTheReason(t *testing.T) {
 			},
 			want: "the claim asks for pool warm, the machine is of pool \"cold\"",
 		},
+		// Validation keeps an install session out of pools and off class
+		// claims' labels; the bind subresource refuses it all the same,
+		// and says why before any other mismatch.
+		"machine is an install session": {
+			setup: func(t *testing.T, e *env) {
+				e.readyMachine(t, "mac-1", installSession)
+			},
+			want: "the machine is an install session (spec.purpose Install), which is never bound",
+		},
 		"machine not matching the selector": {
 			setup: func(t *testing.T, e *env) {
 				e.readyMachine(t, "mac-1", func(m *dockerio.MacOSMachine) { m.Labels = map[string]string{"xcode": "15"} })
@@ -215,6 +224,43 @@ func TestBind_RefusesWithTheReason(t *testing.T) {
 			assert.Empty(t, e.getClaim(t, "ci-1").Status.MachineName, "a refused bind writes nothing")
 		})
 	}
+}
+
+// installSession makes a machine an install session of image sonoma: of
+// no pool, labelled for no claim (validation refuses either).
+func installSession(m *dockerio.MacOSMachine) {
+	m.Spec.PoolName, m.Labels = "", nil
+	m.Spec.Purpose, m.Spec.ImageName = dockerio.MachinePurposeInstall, "sonoma"
+}
+
+// A class claim is never bound to an install session of its class, even
+// the only Ready, unbound machine of the class.
+func TestBind_ClassClaimsNeverBindAnInstallSession(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	e.readyMachine(t, "session", installSession)
+	claim := registrytest.MachineClaim("ci-1")
+	claim.Spec.PoolName, claim.Spec.ClassName, claim.Spec.Selector = "", "standard", nil
+	obj, err := e.claims.Claim.Create(e.ctx(), claim, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, dockerio.ClaimPending, obj.(*dockerio.MacOSMachineClaim).Status.Phase)
+	_, err = e.bind("ci-1", "session")
+	require.True(t, apierrors.IsConflict(err), "want 409, got %v", err)
+	assert.Contains(t, err.Error(), "install session")
+	assert.Nil(t, e.getMachine(t, "session").Status.ClaimRef)
+	assert.Empty(t, e.getClaim(t, "ci-1").Status.MachineName)
+}
+
+// An install session stored in a pool anyway (before validation refused
+// it, or by a write that bypassed it) is never in the pool's bindable
+// index: a pool claim never takes it.
+func TestIsBindable_NeverAnInstallSession(t *testing.T) {
+	e := newEnv(t, registrytest.AllowAll)
+	m := e.readyMachine(t, "mac-1")
+	require.True(t, binding.IsBindable(m), "the fixture is a Ready, unbound machine of pool warm")
+	m = m.DeepCopy()
+	m.Spec.Purpose, m.Spec.ImageName = dockerio.MachinePurposeInstall, "sonoma"
+	assert.False(t, binding.IsBindable(m))
+	assert.True(t, e.binder.TouchesClaims(e.getMachine(t, "mac-1"), m), "becoming an install session takes it out of the index")
 }
 
 func TestBind_ABoundClaimIsNeverReBound(t *testing.T) {

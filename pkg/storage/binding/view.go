@@ -69,9 +69,10 @@ type bindable struct {
 }
 
 // isBindable says whether m could be bound to a claim of its pool now (the
-// machine's side of refusal).
+// machine's side of refusal). An install session never is (validation
+// keeps it out of pools too; this holds even for one stored otherwise).
 func isBindable(m *dockerio.MacOSMachine) bool {
-	return m.Spec.PoolName != "" && m.DeletionTimestamp == nil && m.Status.ClaimRef == nil && ready(m) &&
+	return m.Spec.PoolName != "" && m.Spec.Purpose != dockerio.MachinePurposeInstall && m.DeletionTimestamp == nil && m.Status.ClaimRef == nil && ready(m) &&
 		!meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineReleased)
 }
 

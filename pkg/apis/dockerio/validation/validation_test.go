@@ -1041,6 +1041,14 @@ func TestValidateMacOSIdentityStatusUpdate(t *testing.T) {
 // ---------------------------------------------------------------------------
 // MacOSMachine
 
+// installSession makes a machine an install session of image.
+func installSession(image string) func(*dockerio.MacOSMachine) {
+	return func(m *dockerio.MacOSMachine) {
+		m.Spec.Purpose = dockerio.MachinePurposeInstall
+		m.Spec.ImageName = image
+	}
+}
+
 // inPool makes a machine one of pool's, as a pool makes it.
 func inPool(pool string) func(*dockerio.MacOSMachine) {
 	return func(m *dockerio.MacOSMachine) {
@@ -1109,6 +1117,33 @@ func TestValidateMacOSMachine(t *testing.T) {
 			mutate: func(m *dockerio.MacOSMachine) { m.Spec.VMLabels = map[string]string{"a b": "c"} },
 			want:   []fieldErr{invalid("spec.vmLabels")},
 		},
+		"purpose Workload is accepted": {mutate: func(m *dockerio.MacOSMachine) { m.Spec.Purpose = dockerio.MachinePurposeWorkload }},
+		"purpose Install naming its image is accepted": {mutate: installSession("sonoma")},
+		"an unknown purpose is NotSupported": {
+			mutate: func(m *dockerio.MacOSMachine) { m.Spec.Purpose = "Build" },
+			want:   []fieldErr{notSupported("spec.purpose")},
+		},
+		"purpose in lower case is NotSupported": {
+			mutate: func(m *dockerio.MacOSMachine) { m.Spec.Purpose = "install"; m.Spec.ImageName = "sonoma" },
+			want:   []fieldErr{notSupported("spec.purpose")},
+		},
+		// The class's image is not enough: the session installs one image,
+		// named on it, which promoting it replaces.
+		"an install session without spec.imageName is Required": {
+			mutate: installSession(""),
+			want:   []fieldErr{required("spec.imageName")},
+		},
+		"an install session in a pool is Forbidden": {
+			mutate: func(m *dockerio.MacOSMachine) { inPool("warm")(m); installSession("sonoma")(m) },
+			want:   []fieldErr{forbidden("spec.poolName")},
+		},
+		"an install session labelled for a class claim is Forbidden": {
+			mutate: func(m *dockerio.MacOSMachine) {
+				installSession("sonoma")(m)
+				m.Labels = map[string]string{dockerio.ClaimUIDLabel: "c0ffee"}
+			},
+			want: []fieldErr{forbidden("metadata.labels[dockerios.io/claim-uid]")},
+		},
 		"VM label with a bad value is Invalid": {
 			mutate: func(m *dockerio.MacOSMachine) { m.Spec.VMLabels = map[string]string{"app": "a b"} },
 			want:   []fieldErr{invalid("spec.vmLabels")},
@@ -1138,6 +1173,12 @@ func TestValidateMacOSMachineUpdate(t *testing.T) {
 		"class is immutable":      {mutate: func(m *dockerio.MacOSMachine) { m.Spec.ClassName = "gpu" }, want: []fieldErr{invalid("spec")}},
 		"image is immutable":      {mutate: func(m *dockerio.MacOSMachine) { m.Spec.ImageName = "sequoia" }, want: []fieldErr{invalid("spec")}},
 		"VM labels are immutable": {mutate: func(m *dockerio.MacOSMachine) { m.Spec.VMLabels["app"] = "runner" }, want: []fieldErr{invalid("spec")}},
+		"purpose is immutable": {mutate: installSession("sonoma"), want: []fieldErr{invalid("spec")}},
+		"an install session stays one": {
+			old:    installSession("sonoma"),
+			mutate: func(m *dockerio.MacOSMachine) { m.Spec.Purpose = dockerio.MachinePurposeWorkload },
+			want:   []fieldErr{invalid("spec")},
+		},
 		"namespace is immutable":  {mutate: func(m *dockerio.MacOSMachine) { m.Namespace = "other" }, want: []fieldErr{invalid("metadata.namespace")}},
 		// The pool counts its machines by the label: removed, the machine
 		// would still be bound for the pool, and never disposed of by it.
