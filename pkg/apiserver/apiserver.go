@@ -21,6 +21,7 @@ limitations under the License.
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -166,13 +167,19 @@ func newLedgers(c CompletedConfig, server *genericapiserver.GenericAPIServer) (l
 // v1alpha1Storage returns the REST storage of every v1alpha1 resource and
 // subresource, keyed by path as the generic server expects.
 func v1alpha1Storage(opts generic.RESTOptionsGetter, l ledgers, authz authorizer.Authorizer) (map[string]rest.Storage, error) {
-	class, err := classstorage.NewStorage(opts)
-	if err != nil {
-		return nil, fmt.Errorf("macosmachineclasses: %w", err)
-	}
 	image, err := imagestorage.NewStorage(opts)
 	if err != nil {
 		return nil, fmt.Errorf("macosimages: %w", err)
+	}
+	class, err := classstorage.NewStorage(opts, func(ctx context.Context, name string) (*dockerio.MacOSImage, error) {
+		obj, err := image.Image.Get(ctx, name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*dockerio.MacOSImage), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("macosmachineclasses: %w", err)
 	}
 	identityPool, err := identitypoolstorage.NewStorage(opts, l.identities)
 	if err != nil {

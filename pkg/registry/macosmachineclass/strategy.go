@@ -23,6 +23,7 @@ import (
 	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,19 +35,57 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
+	"github.com/dockerios/dockerios/pkg/macosreleases"
 	"github.com/dockerios/dockerios/pkg/registry/defaultstrategy"
 )
 
 // classStrategy implements the main resource's rules for MacOSMachineClass.
 type classStrategy struct {
 	defaultstrategy.Base
+	// images reads the image a class names, when set (WithImages).
+	images ImageGetter
+}
+
+// ImageGetter reads a MacOSImage by name.
+type ImageGetter func(ctx context.Context, name string) (*dockerio.MacOSImage, error)
+
+// WithImages is the strategy that also refuses a class whose SMBIOS model
+// cannot run the release of the image it names (pkg/macosreleases), at
+// spec.imageName, when that image exists: a machine of it could never
+// boot. An image created or changed later is not checked here (nothing
+// transactional binds the two); the controller holds such machines with a
+// condition naming the mismatch instead.
+func (s classStrategy) WithImages(get ImageGetter) classStrategy {
+	s.images = get
+	return s
+}
+
+func (s classStrategy) imageRunsOnModel(ctx context.Context, c *dockerio.MacOSMachineClass) field.ErrorList {
+	if s.images == nil || c.Spec.ImageName == "" {
+		return nil
+	}
+	img, err := s.images(ctx, c.Spec.ImageName)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	fld := field.NewPath("spec", "imageName")
+	if err != nil {
+		return field.ErrorList{field.InternalError(fld, fmt.Errorf("reading MacOSImage %s to check its release against spec.smbiosModel: %w", c.Spec.ImageName, err))}
+	}
+	// Defaulting has set the model by now (v1alpha1 defaults on decode).
+	model := c.Spec.SMBIOSModel
+	if err := macosreleases.Supports(model, img.Spec.Release); err != nil {
+		return field.ErrorList{field.Invalid(fld, c.Spec.ImageName,
+			fmt.Sprintf("MacOSImage %s holds macOS %q, which a machine of spec.smbiosModel %s cannot boot: %v (pkg/macosreleases, from OpenCorePkg's AppleModels)", img.Name, img.Spec.Release, model, err))}
+	}
+	return nil
 }
 
 // Strategy is the logic for creating, updating and deleting classes. A class
 // is the shape of machines yet to be made: most of it may change, but the
 // identity pool and SMBIOS model may not, since existing machines hold
 // identities drawn under them.
-var Strategy = classStrategy{defaultstrategy.New()}
+var Strategy = classStrategy{Base: defaultstrategy.New()}
 
 var (
 	_ rest.RESTCreateStrategy  = Strategy
@@ -71,16 +110,26 @@ func (classStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object
 	}
 }
 
-func (classStrategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
-	return validation.ValidateMacOSMachineClass(obj.(*dockerio.MacOSMachineClass))
+func (s classStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	c := obj.(*dockerio.MacOSMachineClass)
+	allErrs := validation.ValidateMacOSMachineClass(c)
+	return append(allErrs, s.imageRunsOnModel(ctx, c)...)
 }
 
 func (classStrategy) WarningsOnCreate(_ context.Context, obj runtime.Object) []string {
 	return validation.WarningsForMacOSMachineClass(obj.(*dockerio.MacOSMachineClass))
 }
 
-func (classStrategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
-	return validation.ValidateMacOSMachineClassUpdate(obj.(*dockerio.MacOSMachineClass), old.(*dockerio.MacOSMachineClass))
+// ValidateUpdate checks the image's release only when the class is pointed
+// at another image: a class is not refused an unrelated edit because its
+// image changed since.
+func (s classStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	c, oldC := obj.(*dockerio.MacOSMachineClass), old.(*dockerio.MacOSMachineClass)
+	allErrs := validation.ValidateMacOSMachineClassUpdate(c, oldC)
+	if c.Spec.ImageName != oldC.Spec.ImageName {
+		allErrs = append(allErrs, s.imageRunsOnModel(ctx, c)...)
+	}
+	return allErrs
 }
 
 func (classStrategy) WarningsOnUpdate(_ context.Context, obj, _ runtime.Object) []string {

@@ -46,7 +46,10 @@ var (
 )
 
 // NewStorage returns the storage of macosmachineclasses and their status.
-func NewStorage(optsGetter generic.RESTOptionsGetter) (ClassStorage, error) {
+// images, when not nil, reads the image a class names, so that a class
+// whose model cannot run that image's release is refused.
+func NewStorage(optsGetter generic.RESTOptionsGetter, images macosmachineclass.ImageGetter) (ClassStorage, error) {
+	strategy := macosmachineclass.Strategy.WithImages(images)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &dockerio.MacOSMachineClass{} },
 		NewListFunc:               func() runtime.Object { return &dockerio.MacOSMachineClassList{} },
@@ -54,10 +57,10 @@ func NewStorage(optsGetter generic.RESTOptionsGetter) (ClassStorage, error) {
 		DefaultQualifiedResource:  dockerio.Resource("macosmachineclasses"),
 		SingularQualifiedResource: dockerio.Resource("macosmachineclass"),
 
-		CreateStrategy:      macosmachineclass.Strategy,
-		UpdateStrategy:      macosmachineclass.Strategy,
-		DeleteStrategy:      macosmachineclass.Strategy,
-		ResetFieldsStrategy: macosmachineclass.Strategy,
+		CreateStrategy:      strategy,
+		UpdateStrategy:      strategy,
+		DeleteStrategy:      strategy,
+		ResetFieldsStrategy: strategy,
 
 		TableConvertor: macosmachineclass.TableConvertor,
 	}

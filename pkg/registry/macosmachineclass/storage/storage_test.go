@@ -38,12 +38,73 @@ import (
 )
 
 func newStorage(t *testing.T) ClassStorage {
+	return newStorageWithImages(t, nil)
+}
+
+// newStorageWithImages serves the classes with these images existing.
+func newStorageWithImages(t *testing.T, images map[string]*dockerio.MacOSImage) ClassStorage {
 	t.Helper()
 	opts, _ := registrytest.NewRESTOptions(t, "macosmachineclasses")
-	s, err := NewStorage(opts)
+	s, err := NewStorage(opts, func(_ context.Context, name string) (*dockerio.MacOSImage, error) {
+		if img, ok := images[name]; ok {
+			return img, nil
+		}
+		return nil, apierrors.NewNotFound(dockerio.Resource("macosimages"), name)
+	})
 	require.NoError(t, err)
 	t.Cleanup(s.Class.DestroyFunc)
 	return s
+}
+
+// A class whose SMBIOS model cannot boot its image's release is refused
+// at spec.imageName when the image exists; pointing a class at such an
+// image later is refused too, while other edits of a class are not
+// refused for its image having changed since.
+func TestCreate_RefusesAnImageItsModelCannotBoot(t *testing.T) {
+	tahoe := registrytest.Image("tahoe")
+	tahoe.Spec.Release, tahoe.Spec.BoardID = "tahoe", ""
+	sequoia := registrytest.Image("sequoia")
+	sequoia.Spec.Release = "15.1"
+	s := newStorageWithImages(t, map[string]*dockerio.MacOSImage{"tahoe": tahoe, "sequoia": sequoia})
+	ctx := genericregistrytest.NewClusterScopeContext(s.Class.Store)
+
+	c := registrytest.MachineClass("imacpro-tahoe") // iMacPro1,1: macOS 10.13.2 to 15.7.4
+	c.Spec.ImageName = "tahoe"
+	_, err := s.Class.Create(ctx, c, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "got %v", err)
+	status := err.(apierrors.APIStatus).Status()
+	require.Len(t, status.Details.Causes, 1)
+	assert.Equal(t, "spec.imageName", status.Details.Causes[0].Field)
+	assert.Contains(t, status.Details.Causes[0].Message, "iMacPro1,1 runs macOS 10.13.2 to 15.7.4")
+
+	mp := registrytest.MachineClass("macpro-tahoe")
+	mp.Spec.ImageName, mp.Spec.SMBIOSModel = "tahoe", "MacPro7,1"
+	_, err = s.Class.Create(ctx, mp, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.NoError(t, err, "a MacPro7,1 runs Tahoe")
+
+	absent := registrytest.MachineClass("later")
+	absent.Spec.ImageName = "not-yet"
+	_, err = s.Class.Create(ctx, absent, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.NoError(t, err, "an image that does not exist yet is not checked")
+
+	ok := registrytest.MachineClass("imacpro")
+	ok.Spec.ImageName = "sequoia"
+	created, err := s.Class.Create(ctx, ok, rest.ValidateAllObjectFunc, &metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	repoint := created.(*dockerio.MacOSMachineClass).DeepCopy()
+	repoint.Spec.ImageName = "tahoe"
+	_, _, err = s.Class.Update(ctx, repoint.Name, rest.DefaultUpdatedObjectInfo(repoint), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.True(t, apierrors.IsInvalid(err), "pointing an iMacPro1,1 class at Tahoe: got %v", err)
+
+	// The image moves on to a release the model cannot run: an unrelated
+	// edit of the class still goes through (the machines' condition says
+	// what is wrong).
+	sequoia.Spec.Release = "tahoe"
+	edit := created.(*dockerio.MacOSMachineClass).DeepCopy()
+	edit.Spec.Memory = ptr.To(resource.MustParse("16Gi"))
+	_, _, err = s.Class.Update(ctx, edit.Name, rest.DefaultUpdatedObjectInfo(edit), rest.ValidateAllObjectFunc, rest.ValidateAllObjectUpdateFunc, false, &metav1.UpdateOptions{})
+	require.NoError(t, err)
 }
 
 func TestStorage_Create(t *testing.T) {
