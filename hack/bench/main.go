@@ -64,11 +64,11 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
 	"github.com/dockerios/dockerios/pkg/embeddedetcd"
 	"github.com/dockerios/dockerios/pkg/identity"
 	identitystorage "github.com/dockerios/dockerios/pkg/registry/macosidentity/storage"
 	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
+	"github.com/dockerios/dockerios/pkg/scheme"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 	"github.com/dockerios/dockerios/pkg/storage/txn"
 )

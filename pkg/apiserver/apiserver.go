@@ -34,7 +34,6 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
 	identitystorage "github.com/dockerios/dockerios/pkg/registry/macosidentity/storage"
 	identitypoolstorage "github.com/dockerios/dockerios/pkg/registry/macosidentitypool/storage"
 	imagestorage "github.com/dockerios/dockerios/pkg/registry/macosimage/storage"
@@ -42,6 +41,7 @@ import (
 	claimstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclaim/storage"
 	classstorage "github.com/dockerios/dockerios/pkg/registry/macosmachineclass/storage"
 	poolstorage "github.com/dockerios/dockerios/pkg/registry/macosmachinepool/storage"
+	"github.com/dockerios/dockerios/pkg/scheme"
 	"github.com/dockerios/dockerios/pkg/storage/binding"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 	"github.com/dockerios/dockerios/pkg/storage/txn"

@@ -36,9 +36,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
 	applyv1alpha1 "github.com/dockerios/dockerios/pkg/generated/applyconfiguration/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
+	"github.com/dockerios/dockerios/pkg/scheme"
 	"github.com/dockerios/dockerios/test/framework"
 )
 

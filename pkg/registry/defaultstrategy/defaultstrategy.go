@@ -27,7 +27,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/scheme"
 )
 
 // apiVersion is the served version whose fields the reset sets name.

@@ -32,7 +32,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/scheme"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 )
 

@@ -43,7 +43,7 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/value"
 
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/scheme"
 	"github.com/dockerios/dockerios/pkg/storage/door"
 )
 

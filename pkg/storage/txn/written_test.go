@@ -40,8 +40,8 @@ import (
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	dockeriofuzzer "github.com/dockerios/dockerios/pkg/apis/dockerio/fuzzer"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
 	"github.com/dockerios/dockerios/pkg/registry/registrytest"
+	"github.com/dockerios/dockerios/pkg/scheme"
 	"github.com/dockerios/dockerios/pkg/storage/txn"
 )
 

@@ -23,7 +23,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/validation"
-	"github.com/dockerios/dockerios/pkg/apiserver/scheme"
+	"github.com/dockerios/dockerios/pkg/scheme"
 )
 
 // FuzzDecodeAndValidate feeds arbitrary request bodies through the decoding

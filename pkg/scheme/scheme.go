@@ -15,8 +15,11 @@ limitations under the License.
 */
 
 // Package scheme holds the one runtime.Scheme and CodecFactory the DockerIOS
-// apiserver serves from. Registries type their strategies with it and the
-// server builds its API group from it, so both agree on every kind.
+// apiserver serves from. Registries type their strategies with it, the
+// storage layer decodes what it reads from etcd with it, and the server
+// builds its API group from it, so all agree on every kind. It sits below
+// all of them (it imports only the API types), so none of them imports the
+// server that wires them (test/layers).
 package scheme
 
 import (
