@@ -176,6 +176,10 @@ type Status struct {
 	UptimeSeconds  int64     `json:"uptimeSeconds"`
 	AgentStartedAt time.Time `json:"agentStartedAt"`
 	AgentVersion   string    `json:"agentVersion"`
+	// OSVersion is the version of the operating system the agent runs on,
+	// as `sw_vers -productVersion` prints it on macOS (for example
+	// "14.6.1"), read once at start; empty when unknown.
+	OSVersion string `json:"osVersion,omitempty"`
 }
 
 // Reason says why a machine is not Ready.

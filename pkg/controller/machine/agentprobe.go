@@ -431,7 +431,8 @@ func answerNeededFrom(m *v1alpha1.MacOSMachine, o *Observed, faultOver, now time
 			return time.Time{}
 		}
 		deadline = at
-	} else if o.VM != nil && o.Class != nil {
+	} else if o.VM != nil && o.Class != nil && !Installing(m) {
+		// (An install session has no startTimeout: nothing is due.)
 		deadline = o.VM.CreationTimestamp.Add(startTimeout(o.Class))
 	}
 	if deadline.IsZero() || now.Before(deadline) {

@@ -179,6 +179,18 @@ type Observed struct {
 	// to run cannot be read (containerimages.UnavailableError).
 	ImagesUnavailable string
 
+	// ReleaseUnsupported says why the class's SMBIOS model cannot boot the
+	// image's release (macosreleases.Supports); read while neither the
+	// system disk nor the VM exists. Nothing is made meanwhile.
+	ReleaseUnsupported string
+
+	// An install session's (spec.purpose Install): its recovery disk;
+	// what making it waits for ("" once it can be made); and the image
+	// promoting it, if any (nil when none).
+	RecoveryDV       *cdiv1.DataVolume
+	RecoveryNotReady string
+	Promotion        *Promotion
+
 	// NetworkFault: many agents are unreachable at once (FleetWatch), so
 	// an agent not answering says nothing about this guest; startTimeout
 	// does not fail machines meanwhile.
@@ -260,6 +272,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		// deleted since takes nothing away from the disk it rendered.
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionTrue, ReasonJobSucceeded,
 			fmt.Sprintf("the bootdisk was rendered before VirtualMachine %s was made (its Job is not found)", o.VM.Name))
+	case o.Job == nil && o.ReleaseUnsupported != "":
+		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonReleaseUnsupportedByModel, "nothing is made for the machine: "+o.ReleaseUnsupported)
 	case o.Job == nil && o.ImagesUnavailable != "":
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonImagesUnavailable, o.ImagesUnavailable)
 	case o.Job == nil && o.BootdiskRetry != "":
@@ -289,8 +303,10 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	}
 	bootdiskReady := meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineBootdiskReady)
 
-	// System disk.
+	// System disk (an install session's: blank, and its recovery disk).
 	switch {
+	case Installing(m):
+		installDisks(m, o, set, &d)
 	case o.DV != nil && o.DV.Status.Phase == cdiv1.Succeeded:
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionTrue, ReasonCloned, fmt.Sprintf("DataVolume %s is cloned", o.DV.Name))
 	case o.DV != nil && o.DV.Status.Phase == cdiv1.Failed:
@@ -313,6 +329,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonSystemDiskLost, msg)
 		d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: ReasonSystemDiskLost,
 			Message: msg + "; failed to be replaced"}
+	case o.ReleaseUnsupported != "":
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonReleaseUnsupportedByModel, o.ReleaseUnsupported)
 	case o.StorageHeldBack != "":
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonStorageHeldBack, o.StorageHeldBack)
 	case o.Class == nil:
@@ -326,6 +344,16 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonCloning, "the system disk DataVolume is being created")
 	}
 	disksReady := bootdiskReady && meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineSystemDiskReady)
+
+	// ImageCompatible appears once it is False, and stays (True) after.
+	switch {
+	case o.ReleaseUnsupported != "":
+		set(ConditionImageCompatible, metav1.ConditionFalse, ReasonReleaseUnsupportedByModel, o.ReleaseUnsupported)
+	case meta.FindStatusCondition(st.Conditions, ConditionImageCompatible) != nil && !meta.IsStatusConditionTrue(st.Conditions, ConditionImageCompatible) &&
+		o.Class != nil && o.Image != nil:
+		set(ConditionImageCompatible, metav1.ConditionTrue, ReasonReleaseSupported,
+			fmt.Sprintf("MacOSMachineClass %s's smbiosModel %s runs MacOSImage %s's release %s", o.Class.Name, smbiosModel(o.Class), o.Image.Name, o.Image.Spec.Release))
+	}
 
 	// Virtual machine.
 	runningSince, running := VMIRunningSince(o.VMI)
@@ -345,6 +373,11 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 			fmt.Sprintf("VirtualMachineInstance %s runs on node %s", o.VMI.Name, o.VMI.Status.NodeName))
 	case o.VMI != nil:
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonVMIStarting, vmiStarting(o.VMI))
+	case Installing(m) && o.Promotion != nil && o.VM != nil:
+		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonHalted,
+			fmt.Sprintf("VirtualMachine %s is halted: MacOSImage %s promotes this install session", o.VM.Name, o.Promotion.Image))
+	case !disksReady && Installing(m):
+		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonWaitingForDisks, "the VirtualMachine starts once the bootdisk, the recovery disk and the blank system disk are ready")
 	case !disksReady:
 		set(v1alpha1.MachineVirtualMachineRunning, metav1.ConditionFalse, ReasonWaitingForDisks, "the VirtualMachine starts once the bootdisk and the system disk are ready")
 	case o.VM == nil && o.OSKSecretMissing != "":
@@ -363,7 +396,12 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	case !running:
 		set(v1alpha1.MachineAgentReachable, metav1.ConditionUnknown, ReasonNotStarted, "the virtual machine is not running")
 		set(v1alpha1.MachineGuestReady, metav1.ConditionUnknown, ReasonNotStarted, "the virtual machine is not running")
-		st.Agent = nil
+		if !Installing(m) {
+			// An install session's last report stands: the macOS version
+			// its agent reported is what a promotion records, read once
+			// its guest is shut down.
+			st.Agent = nil
+		}
 	case !o.AgentAsked:
 		set(v1alpha1.MachineAgentReachable, metav1.ConditionFalse, ReasonNoAddress, "the VirtualMachineInstance reports no address for the agent's interface yet")
 	case agentPending:
@@ -400,7 +438,9 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineGuestReady, metav1.ConditionUnknown, ReasonNotStarted, "the guest agent has not answered yet")
 	}
 
-	everReady := WasReady(m)
+	// An install session is never Ready: nothing it does counts as having
+	// been, so nothing finds it hung or replaces it.
+	everReady := WasReady(m) && !Installing(m)
 	// A VMI on a node that is not Ready: the node's fate decides the
 	// machine's, not its agent's silence (which follows from it).
 	nodeLost := o.VMI != nil && o.NodeNotReady != "" && o.Class != nil
@@ -424,7 +464,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 				node, o.NodeNotReady, o.NodeNotReadySince.UTC().Format(time.RFC3339), grace, o.NodeNotReadySince.Add(grace).UTC().Format(time.RFC3339))
 		}
 	}
-	ready := disksReady && running && hung == "" && nodeWait == "" &&
+	ready := !Installing(m) && disksReady && running && hung == "" && nodeWait == "" &&
 		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineAgentReachable) &&
 		meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineGuestReady)
 
@@ -432,7 +472,8 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	// are ready), by KubeVirt's own record of it, so a restart of the
 	// controller does not restart the clock; a VMI that is never
 	// scheduled, fails or crash-loops counts as much as a silent guest.
-	if o.VM != nil && !ready && !everReady && o.Class != nil && d.Fail == nil && !agentPending && !(running && o.NetworkFault && o.AgentErr != nil) {
+	// An install session waits for a person, for as long as they take.
+	if o.VM != nil && !ready && !everReady && o.Class != nil && d.Fail == nil && !agentPending && !(running && o.NetworkFault && o.AgentErr != nil) && !Installing(m) {
 		if timeout := startTimeout(o.Class); now.Sub(o.VM.CreationTimestamp.Time) > timeout {
 			reason, seen := startBlocker(o, runningSince, running, st.Conditions)
 			d.Fail = &metav1.Condition{Type: v1alpha1.MachineConditionReady, Status: metav1.ConditionFalse, Reason: reason,
@@ -447,6 +488,9 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, ReasonNodeNotReady, nodeWait)
 	case hung != "":
 		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, ReasonAgentUnresponsive, hung)
+	case Installing(m):
+		reason, msg := installReady(m, o, &st, running)
+		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, reason, msg)
 	case everReady:
 		set(v1alpha1.MachineConditionReady, metav1.ConditionFalse, ReasonNoLongerReady, "the machine was Ready and is not any more: "+lastWord(st.Conditions))
 	default:
@@ -464,7 +508,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		}
 	case st.IdentityRef == nil:
 		st.Phase = v1alpha1.MachinePending
-	case o.Class == nil || (o.DV == nil && o.StorageHeldBack != ""):
+	case o.Class == nil || (o.DV == nil && o.StorageHeldBack != "") || o.ReleaseUnsupported != "":
 		st.Phase = v1alpha1.MachinePending
 	case !disksReady:
 		st.Phase = v1alpha1.MachineProvisioning
@@ -670,7 +714,7 @@ func agentReason(err error) string {
 }
 
 func agentReport(a *api.Status, prev *v1alpha1.AgentReport, now time.Time) *v1alpha1.AgentReport {
-	r := &v1alpha1.AgentReport{Stage: v1alpha1.AgentStage(a.Stage), LastSeenTime: &metav1.Time{Time: now}, Version: a.AgentVersion,
+	r := &v1alpha1.AgentReport{Stage: v1alpha1.AgentStage(a.Stage), LastSeenTime: &metav1.Time{Time: now}, Version: a.AgentVersion, OSVersion: a.OSVersion,
 		ObservedTime: &metav1.Time{Time: a.ObservedAt}, LastProgressTime: &metav1.Time{Time: now}}
 	// Stored times keep whole seconds: compare those.
 	if prev != nil && prev.ObservedTime != nil && prev.LastProgressTime != nil && prev.ObservedTime.Unix() == a.ObservedAt.Unix() {

@@ -118,7 +118,9 @@ func (w *FleetWatch) Evaluate() {
 	var running int
 	var lost []*v1alpha1.MacOSMachine
 	for _, m := range ms {
-		if m.DeletionTimestamp != nil || !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineVirtualMachineRunning) {
+		// An install session's agent is silent until a person installs
+		// it: that says nothing of the network.
+		if m.DeletionTimestamp != nil || Installing(m) || !meta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.MachineVirtualMachineRunning) {
 			continue
 		}
 		running++

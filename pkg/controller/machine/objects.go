@@ -64,8 +64,13 @@ const (
 const (
 	BootdiskVolume   = "bootdisk"
 	SystemDiskVolume = "system"
-	PodInterface     = "default"
-	AgentInterface   = "agent"
+	// RecoveryVolume is an install session's recovery disk.
+	RecoveryVolume = "recovery"
+	// TabletInput is the install session's USB tablet, so the pointer of
+	// a VNC console (virtctl vnc) lands where it points.
+	TabletInput    = "tablet"
+	PodInterface   = "default"
+	AgentInterface = "agent"
 	// TokenSecretKey is the key of the agent token in its Secret.
 	TokenSecretKey = bootdisk.DefaultTokenSecretKey
 )
@@ -84,6 +89,9 @@ type Names struct {
 	IdentitySecret string
 	BootdiskPVC    string
 	SystemDisk     string
+	// RecoveryDisk is an install session's DataVolume holding its image's
+	// recovery image.
+	RecoveryDisk   string
 	VirtualMachine string
 }
 
@@ -107,7 +115,7 @@ func NamesFor(m *v1alpha1.MacOSMachine) Names {
 		uid = uid[:8]
 	}
 	return Names{Base: base, TokenSecret: base + "-agent", IdentitySecret: base + "-identity", BootdiskPVC: base + "-bootdisk",
-		SystemDisk: base + "-system-" + uid, VirtualMachine: base}
+		SystemDisk: base + "-system-" + uid, RecoveryDisk: base + "-recovery", VirtualMachine: base}
 }
 
 // Settings are what the controller decides for every machine, from its
@@ -234,8 +242,50 @@ func SystemDisk(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass, ima
 	return dv, nil
 }
 
+// InstallSystemDisk is an install session's system disk: a blank
+// DataVolume of the class's size and StorageClass, which the person at the
+// console installs macOS onto and promoting the session clones.
+func InstallSystemDisk(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass) *cdiv1.DataVolume {
+	return &cdiv1.DataVolume{
+		TypeMeta:   metav1.TypeMeta{APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume"},
+		ObjectMeta: objectMeta(m, NamesFor(m).SystemDisk),
+		Spec: cdiv1.DataVolumeSpec{
+			Source: &cdiv1.DataVolumeSource{Blank: &cdiv1.DataVolumeBlankImage{}},
+			Storage: &cdiv1.StorageSpec{
+				StorageClassName: class.Spec.SystemDisk.StorageClassName,
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: class.Spec.SystemDisk.Size}},
+			},
+		},
+	}
+}
+
+// RecoveryDisk is an install session's recovery disk: a DataVolume in the
+// machine's namespace cloning the PersistentVolumeClaim the image's
+// controller fetched the recovery image into (status.recovery.volumeName,
+// in the namespace of spec.source.dataSource). Its size is the source's:
+// CDI takes it from the source PVC when the storage request names none.
+func RecoveryDisk(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass, image *v1alpha1.MacOSImage) (*cdiv1.DataVolume, error) {
+	if image.Spec.Source.DataSource == nil || image.Status.Recovery == nil || image.Status.Recovery.VolumeName == "" {
+		return nil, fmt.Errorf("MacOSImage %s has no recovery volume yet", image.Name)
+	}
+	return &cdiv1.DataVolume{
+		TypeMeta:   metav1.TypeMeta{APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume"},
+		ObjectMeta: objectMeta(m, NamesFor(m).RecoveryDisk),
+		Spec: cdiv1.DataVolumeSpec{
+			Source: &cdiv1.DataVolumeSource{PVC: &cdiv1.DataVolumeSourcePVC{
+				Namespace: image.Spec.Source.DataSource.Namespace, Name: image.Status.Recovery.VolumeName}},
+			Storage: &cdiv1.StorageSpec{StorageClassName: class.Spec.SystemDisk.StorageClassName},
+		},
+	}, nil
+}
+
 // VirtualMachine is the KubeVirt VM of the machine. running says whether
 // KubeVirt should run it (false stops it with an ACPI shutdown).
+//
+// An install session's VM boots the same OpenCore bootdisk first (macOS
+// boots under QEMU only through it; the recovery shows in its picker),
+// then has the recovery disk (SATA) and the blank system disk (the
+// class's bus), and a graphics device and USB tablet for virtctl vnc.
 func VirtualMachine(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass, id *v1alpha1.MacOSIdentity, s Settings, running bool) (*kubevirtv1.VirtualMachine, error) {
 	n := NamesFor(m)
 	c := class.Spec
@@ -305,6 +355,35 @@ func VirtualMachine(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass,
 	if running {
 		strategy = kubevirtv1.RunStrategyAlways
 	}
+	disks := []kubevirtv1.Disk{
+		{Name: BootdiskVolume, BootOrder: ptr.To[uint](1),
+			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSATA}}},
+		{Name: SystemDiskVolume, BootOrder: ptr.To[uint](2),
+			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kvBus}}},
+	}
+	volumes := []kubevirtv1.Volume{
+		{Name: BootdiskVolume, VolumeSource: kubevirtv1.VolumeSource{
+			PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: n.BootdiskPVC}}}},
+		{Name: SystemDiskVolume, VolumeSource: kubevirtv1.VolumeSource{
+			DataVolume: &kubevirtv1.DataVolumeSource{Name: n.SystemDisk}}},
+	}
+	var autoattachGraphics *bool
+	var inputs []kubevirtv1.Input
+	if Installing(m) {
+		disks = []kubevirtv1.Disk{disks[0],
+			{Name: RecoveryVolume, BootOrder: ptr.To[uint](2),
+				DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSATA}}},
+			{Name: SystemDiskVolume, BootOrder: ptr.To[uint](3),
+				DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kvBus}}},
+		}
+		volumes = []kubevirtv1.Volume{volumes[0],
+			{Name: RecoveryVolume, VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: n.RecoveryDisk}}},
+			volumes[1]}
+		autoattachGraphics = ptr.To(true)
+		inputs = []kubevirtv1.Input{{Name: TabletInput, Type: kubevirtv1.InputTypeTablet, Bus: kubevirtv1.InputBusUSB}}
+	}
+
 	vm := &kubevirtv1.VirtualMachine{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine"},
 		ObjectMeta: objectMeta(m, n.VirtualMachine),
@@ -334,28 +413,24 @@ func VirtualMachine(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass,
 						Memory:    &kubevirtv1.Memory{Guest: &memory},
 						Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: memory}},
 						Devices: kubevirtv1.Devices{
-							Disks: []kubevirtv1.Disk{
-								{Name: BootdiskVolume, BootOrder: ptr.To[uint](1),
-									DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSATA}}},
-								{Name: SystemDiskVolume, BootOrder: ptr.To[uint](2),
-									DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kvBus}}},
-							},
-							Interfaces:  ifaces,
-							GPUs:        gpus,
-							HostDevices: hostDevices,
+							Disks:                    disks,
+							AutoattachGraphicsDevice: autoattachGraphics,
+							Inputs:                   inputs,
+							Interfaces:               ifaces,
+							GPUs:                     gpus,
+							HostDevices:              hostDevices,
 						},
 					},
 					Networks: networks,
-					Volumes: []kubevirtv1.Volume{
-						{Name: BootdiskVolume, VolumeSource: kubevirtv1.VolumeSource{
-							PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
-								PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: n.BootdiskPVC}}}},
-						{Name: SystemDiskVolume, VolumeSource: kubevirtv1.VolumeSource{
-							DataVolume: &kubevirtv1.DataVolumeSource{Name: n.SystemDisk}}},
-					},
+					Volumes:  volumes,
 				},
 			},
 		},
 	}
 	return vm, nil
+}
+
+// Installing says whether m is an install session (spec.purpose Install).
+func Installing(m *v1alpha1.MacOSMachine) bool {
+	return m.Spec.Purpose == v1alpha1.MachinePurposeInstall
 }

@@ -55,7 +55,7 @@ func TestNamesFor(t *testing.T) {
 		want Names
 	}{
 		{"mac-0", Names{Base: "mac-0", TokenSecret: "mac-0-agent", IdentitySecret: "mac-0-identity", BootdiskPVC: "mac-0-bootdisk",
-			SystemDisk: "mac-0-system-uid1", VirtualMachine: "mac-0"}},
+			SystemDisk: "mac-0-system-uid1", RecoveryDisk: "mac-0-recovery", VirtualMachine: "mac-0"}},
 		{strings.Repeat("a", 200), Names{}},
 	} {
 		t.Run(tc.name[:min(len(tc.name), 10)], func(t *testing.T) {
@@ -65,7 +65,7 @@ func TestNamesFor(t *testing.T) {
 			if tc.want.Base != "" {
 				assert.Equal(t, tc.want, n)
 			}
-			for _, name := range []string{n.Base, n.TokenSecret, n.IdentitySecret, n.BootdiskPVC, n.SystemDisk, n.VirtualMachine} {
+			for _, name := range []string{n.Base, n.TokenSecret, n.IdentitySecret, n.BootdiskPVC, n.SystemDisk, n.RecoveryDisk, n.VirtualMachine} {
 				assert.Empty(t, validation.IsDNS1123Label(name), "name %q", name)
 			}
 		})

@@ -87,6 +87,10 @@ const (
 	// imagesRetry is how often a machine waiting for the images'
 	// PodTemplate to be fixed looks again.
 	imagesRetry = 15 * time.Second
+	// installPoll is how often an install session looks again at its
+	// image (its recovery volume, a promotion naming the session), which
+	// no event brings it.
+	installPoll = 5 * time.Second
 )
 
 // Condition type on a MacOSMachineClass.
@@ -236,7 +240,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 		// The VMI's events, and the prober when the agent says something
 		// new, bring the machine back; nothing does when its startTimeout
 		// runs out: look then.
-		if o.VM != nil && o.Class != nil {
+		if o.VM != nil && o.Class != nil && !Installing(m) {
 			requeue = minPositive(requeue, time.Until(o.VM.CreationTimestamp.Add(startTimeout(o.Class)))+time.Second)
 		}
 	case v1alpha1.MachineReady:
@@ -321,6 +325,20 @@ func (r *Reconciler) observe(m *v1alpha1.MacOSMachine) (*Observed, error) {
 	if o.Class != nil && o.DV == nil {
 		o.StorageHeldBack, o.StorageProbe = r.heldBack(o.Class, m)
 	}
+	if o.Class != nil && o.Image != nil && o.DV == nil && o.VM == nil {
+		// Read when the system disk is made, like the image itself: a
+		// machine made runs what it was made from.
+		o.ReleaseUnsupported = releaseUnsupported(o.Class, o.Image)
+	}
+	if Installing(m) {
+		if o.RecoveryDV, err = ownedExternal[cdiv1.DataVolume](m, r.Listers.DVs, n.RecoveryDisk); err != nil {
+			return nil, err
+		}
+		o.RecoveryNotReady = recoveryNotReady(o.Image)
+		if o.Promotion, err = r.promotion(m); err != nil {
+			return nil, err
+		}
+	}
 	if o.VMI != nil && o.VMI.Status.NodeName != "" && r.Listers.Nodes != nil {
 		o.NodeNotReady, o.NodeNotReadySince = nodeNotReady(r.Listers.Nodes, o.VMI.Status.NodeName)
 	}
@@ -394,6 +412,20 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		*requeue = minPositive(*requeue, 15*time.Second)
 		return nil
 	}
+	if o.ReleaseUnsupported != "" {
+		// Nothing is made for a machine its class's model cannot boot.
+		// The class snapshot never changes; the image may: look again.
+		*requeue = minPositive(*requeue, 30*time.Second)
+		return nil
+	}
+	if Installing(m) {
+		// Nothing watches images per machine: an install session looks
+		// often for its recovery image and for a promotion naming it.
+		*requeue = minPositive(*requeue, installPoll)
+		if err := r.runStrategy(ctx, m, o); err != nil {
+			return err
+		}
+	}
 	if o.Secret == nil && !o.TokenLost {
 		s, err := r.ensureSecret(ctx, m)
 		if err != nil {
@@ -432,8 +464,16 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			*requeue = minPositive(*requeue, time.Second)
 		}
 	}
+	if Installing(m) && o.RecoveryDV == nil && o.Image != nil && o.RecoveryNotReady == "" {
+		if err := r.createRecoveryDisk(ctx, m, o, requeue); err != nil {
+			return err
+		}
+	}
 	if o.DV == nil && !o.SystemDiskLost && o.Image != nil && o.StorageHeldBack == "" {
 		dv, err := SystemDisk(m, o.Class, o.Image)
+		if Installing(m) {
+			dv, err = InstallSystemDisk(m, o.Class), nil
+		}
 		if err != nil {
 			return err
 		}
@@ -448,7 +488,11 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			// Derived as it will be seen (no status yet), so this pass
 			// writes what the next one would, not a status of its own.
 			o.DV = dv
-			r.Recorder.Eventf(m, corev1.EventTypeNormal, "CloningSystemDisk", "cloning MacOSImage %s into DataVolume %s", o.Image.Name, dv.Name)
+			if Installing(m) {
+				r.Recorder.Eventf(m, corev1.EventTypeNormal, "CreatingSystemDisk", "creating blank system disk DataVolume %s for the install session of MacOSImage %s", dv.Name, o.Image.Name)
+			} else {
+				r.Recorder.Eventf(m, corev1.EventTypeNormal, "CloningSystemDisk", "cloning MacOSImage %s into DataVolume %s", o.Image.Name, dv.Name)
+			}
 		}
 	}
 	bootdiskDone := false
@@ -456,7 +500,8 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		typ, _ := JobFinished(o.Job)
 		bootdiskDone = typ == batchv1.JobComplete
 	}
-	if o.VM == nil && bootdiskDone && o.DV != nil && o.DV.Status.Phase == cdiv1.Succeeded {
+	recoveryDone := !Installing(m) || (o.RecoveryDV != nil && o.RecoveryDV.Status.Phase == cdiv1.Succeeded)
+	if o.VM == nil && bootdiskDone && o.DV != nil && o.DV.Status.Phase == cdiv1.Succeeded && recoveryDone {
 		// Without the OSK Secret the launcher pod would wait on its volume
 		// with nothing on the machine saying why: say it here instead.
 		if _, err := r.Kube.CoreV1().Secrets(m.Namespace).Get(ctx, r.Settings.OSKSecretName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
@@ -471,7 +516,8 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		if !ok {
 			return err
 		}
-		vm, err := VirtualMachine(m, o.Class, o.Identity, settings, true)
+		// An install session being promoted is made stopped.
+		vm, err := VirtualMachine(m, o.Class, o.Identity, settings, o.Promotion == nil)
 		if err != nil {
 			return err
 		}
@@ -482,6 +528,8 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			*requeue = minPositive(*requeue, time.Second) // the cache is behind
 		} else if err != nil {
 			return fmt.Errorf("creating VirtualMachine: %w", err)
+		} else if Installing(m) {
+			r.Recorder.Eventf(m, corev1.EventTypeNormal, "Starting", "bootdisk, recovery disk and blank system disk ready; started VirtualMachine %s: open its console with virtctl vnc %s -n %s", vm.Name, vm.Name, m.Namespace)
 		} else {
 			r.Recorder.Eventf(m, corev1.EventTypeNormal, "Starting", "bootdisk and system disk ready; started VirtualMachine %s", vm.Name)
 		}

@@ -122,6 +122,14 @@ func (r *Reconciler) removeOwned(ctx context.Context, m *v1alpha1.MacOSMachine, 
 		}
 		waiting = append(waiting, "DataVolume "+o.DV.Name)
 	}
+	if o.RecoveryDV != nil {
+		// An install session's recovery disk: a clone of its image's
+		// recovery volume, of no use once the session goes.
+		if err := external.Delete(ctx, r.Dynamic, external.DataVolumes, m.Namespace, n.RecoveryDisk, string(o.RecoveryDV.UID)); err != nil {
+			return "", err
+		}
+		waiting = append(waiting, "DataVolume "+o.RecoveryDV.Name)
+	}
 	bg := metav1.DeletePropagationBackground
 	if o.Job != nil {
 		if err := ignoreGone(r.Kube.BatchV1().Jobs(m.Namespace).Delete(ctx, o.Job.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &o.Job.UID}})); err != nil {
