@@ -169,6 +169,9 @@ bootdisk_image() {
     "--file=/usr/share/doc/dockerios-bootdisk/NOTICE=${ROOT}/bootdisk/NOTICE"
     "--file=/usr/share/doc/dockerios-bootdisk/README.md=${ROOT}/bootdisk/README.md"
   )
+  # fetch-macOS-v2.py, which `bootdisk recovery` runs with the image's
+  # python3 (both input layouts have it).
+  files+=("--file=/opt/dockerios-bootdisk/recovery/fetch-macOS-v2.py=${inputs}/recovery/fetch-macOS-v2.py")
   [[ -f "${inputs}/macserial" ]] && files+=("--file=/opt/dockerios-bootdisk/bin/macserial=${inputs}/macserial")
   [[ -f "${inputs}/osx-serial-generator-nopicker.plist" ]] &&
     files+=("--file=/opt/dockerios-bootdisk/template/osx-serial-generator-nopicker.plist=${inputs}/osx-serial-generator-nopicker.plist")

@@ -8,6 +8,8 @@
 #   curl                                                  the README's look at the fake GitLab
 #   protobuf-compiler                                     hack/verify-protos.sh
 #   fdisk, mtools, qemu-utils                             the bootdisk builder's tests
+#   python3                                               the bootdisk recovery tests (they run
+#                                                         fetch-macOS-v2.py)
 #   containerd, runc, containernetworking-plugins,        the node test (test/node): a real
 #   iproute2                                              kubelet's runtime and pod network
 #   mmdebstrap                                            hack/images.sh (the bootdisk's userland)
@@ -26,7 +28,7 @@ tools=(
   tar:tar diff:diffutils awk:gawk sort:coreutils seq:coreutils nohup:coreutils
   pgrep:procps setsid:util-linux curl:curl
   protoc:protobuf-compiler
-  sfdisk:fdisk mformat:mtools mcopy:mtools qemu-img:qemu-utils
+  sfdisk:fdisk mformat:mtools mcopy:mtools qemu-img:qemu-utils python3:python3
   containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins ip:iproute2
   mmdebstrap:mmdebstrap unshare:util-linux
 )

@@ -33,7 +33,7 @@ check "${OSX_SERIAL_GENERATOR_LICENSE_SHA256}" "${out}/doc/osx-serial-generator-
 
 # OSX-KVM's EFI tree, checked as a whole, and its config.plist.
 git clone --quiet --filter=blob:none --no-checkout https://github.com/kholia/OSX-KVM.git "${work}/osx-kvm"
-git -C "${work}/osx-kvm" sparse-checkout set --no-cone /OpenCore/EFI/ /OpenCore/config.plist /CREDITS.md
+git -C "${work}/osx-kvm" sparse-checkout set --no-cone /OpenCore/EFI/ /OpenCore/config.plist /CREDITS.md "/${FETCH_MACOS_FILE}"
 git -C "${work}/osx-kvm" checkout --quiet --detach "${OSX_KVM_COMMIT}"
 [[ "$(git -C "${work}/osx-kvm" rev-parse HEAD)" == "${OSX_KVM_COMMIT}" ]]
 got="$(cd "${work}/osx-kvm/OpenCore" && find EFI -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
@@ -46,6 +46,10 @@ cp -a "${work}/osx-kvm/OpenCore/EFI" "${out}/efi/EFI"
 rm -f "${out}/efi/EFI/OC/config.plist"
 cp "${work}/osx-kvm/OpenCore/config.plist" "${out}/config.plist"
 cp "${work}/osx-kvm/CREDITS.md" "${out}/doc/OSX-KVM-CREDITS.md"
+# fetch-macOS-v2.py, which `bootdisk recovery` runs unchanged.
+check "${FETCH_MACOS_SHA256}" "${work}/osx-kvm/${FETCH_MACOS_FILE}"
+mkdir -p "${out}/recovery"
+cp "${work}/osx-kvm/${FETCH_MACOS_FILE}" "${out}/recovery/fetch-macOS-v2.py"
 
 # macserial, from OpenCorePkg's sources.
 mkdir -p "${work}/macserial"

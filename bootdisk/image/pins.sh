@@ -21,6 +21,11 @@ OSX_SERIAL_GENERATOR_LICENSE_SHA256=3972dc9744f6499f0f9b2dbf76696f2ae7ad8af9b23d
 OSX_KVM_COMMIT=da4b23b5e92c5b939568700034367e8b7649fe90
 OSX_KVM_EFI_TREE_SHA256=9f2e2c5c484db20dd850ba7c9563bd2480ef519d0bb3ddde8a548755af60d072
 OSX_KVM_CONFIG_SHA256=3b3c22d8c7f414f4167205319053fd3c76a5ce92fd3f67d54722e58cfe7c783d
+# fetch-macOS-v2.py at the same commit, which `bootdisk recovery` runs
+# unchanged (installed as /opt/dockerios-bootdisk/recovery/); committed as
+# recovery/fetch-macOS-v2.py, which must have this sha256.
+FETCH_MACOS_FILE=fetch-macOS-v2.py
+FETCH_MACOS_SHA256=39ac6d26bd265f5d32198062f515ad15ef93afb7a74e702be2b008090d5bd5f3
 
 # OpenCorePkg (BSD-3-Clause): macserial, built from these sources.
 OPENCOREPKG_COMMIT=170b538b1e998d015fad5310040b24c28b93549e
@@ -35,7 +40,11 @@ MACSERIAL_SOURCES=(
 )
 
 # The Debian packages whose tools `bootdisk render` runs (sfdisk; mformat,
-# mmd, mcopy; qemu-img — internal/builder/image.go), and nothing else: the
+# mmd, mcopy; qemu-img — internal/builder/image.go) and `bootdisk recovery`
+# runs (python3 for fetch-macOS-v2.py; qemu-img), and nothing else: the
 # image's userland is these and their dependencies, extracted by mmdebstrap.
+# python3, not python3-minimal: the script's urllib.request needs
+# http.client and it imports json, which are in libpython3.11-stdlib, not in
+# libpython3.11-minimal.
 DEBIAN_SUITE=bookworm
-DEBIAN_PACKAGES=fdisk,mtools,qemu-utils
+DEBIAN_PACKAGES=fdisk,mtools,qemu-utils,python3

@@ -12,8 +12,10 @@
 # OpenCore needs before it loads a kernel (no kexts, no ACPI tables). The
 # template source is DockerIOS's own opencore-boot-config.plist (OSX-KVM's
 # values for what OpenCore acts on before a kernel), not OSX-KVM's
-# config.plist. macserial and osx-serial-generator's template are absent:
-# `bootdisk render` uses neither. An image built from these inputs says so
+# config.plist. fetch-macOS-v2.py is OSX-KVM's at OSX_KVM_COMMIT, committed
+# unchanged as recovery/fetch-macOS-v2.py and checked against
+# FETCH_MACOS_SHA256. macserial and osx-serial-generator's template are
+# absent: `bootdisk render` uses neither. An image built from these inputs says so
 # in its label io.dockerios.bootdisk.inputs=testdata; a release for real
 # clusters is built from fetch-inputs.sh's.
 set -o errexit -o nounset -o pipefail
@@ -46,6 +48,12 @@ if [[ "${have}" != "$(awk '{print $2}' <<<"${want}")" ]]; then
 fi
 
 cp "${testdata}/opencore-boot-config.plist" "${out}/config.plist"
+mkdir -p "${out}/recovery"
+cp "${here}/../recovery/fetch-macOS-v2.py" "${out}/recovery/fetch-macOS-v2.py"
+printf '%s  %s\n' "${FETCH_MACOS_SHA256}" "${out}/recovery/fetch-macOS-v2.py" | sha256sum --check --strict --quiet || {
+  echo "testdata-inputs: recovery/fetch-macOS-v2.py differs from the pinned sha256" >&2
+  exit 1
+}
 cp "${testdata}/opencore-1.0.5/LICENSE.txt" "${out}/doc/OpenCorePkg-LICENSE.txt"
 cp "${testdata}/opencore-1.0.5/APSL-2.0.txt" "${out}/doc/OpenCorePkg-APSL-2.0.txt"
 cp "${testdata}/opencore-1.0.5/THIRD-PARTY-NOTICES.txt" "${out}/doc/OpenCorePkg-THIRD-PARTY-NOTICES.txt"

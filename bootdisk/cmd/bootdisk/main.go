@@ -26,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/dockerios/dockerios/bootdisk/internal/builder"
+	"github.com/dockerios/dockerios/bootdisk/internal/recovery"
 	"github.com/dockerios/dockerios/pkg/version"
 )
 
@@ -36,6 +37,7 @@ const (
 	defaultMacserial = "/opt/dockerios-bootdisk/bin/macserial"
 	defaultOutputDir = "/output"
 	defaultTermLog   = "/dev/termination-log"
+	defaultScript    = "/opt/dockerios-bootdisk/recovery/fetch-macOS-v2.py"
 	tokenEnv         = "DOCKERIOS_AGENT_TOKEN"
 )
 
@@ -45,6 +47,9 @@ const usage = `usage:
   bootdisk template --from CONFIG [--output FILE]
                               turn an OpenCore config.plist (OSX-KVM's) into a
                               template with osx-serial-generator's placeholders
+  bootdisk recovery --release NAME [flags]
+                              fetch a release's recovery image from Apple with
+                              fetch-macOS-v2.py, verify it, convert it to disk.img
   bootdisk --version          print the version and exit
 Run "bootdisk COMMAND -h" for flags. See README.md.`
 
@@ -63,13 +68,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch {
 	case len(args) == 0:
-		err = builder.Invalid("no command: want render, generate or template")
+		err = builder.Invalid("no command: want render, generate, template or recovery")
 	case args[0] == "render":
 		err = render(ctx, args[1:], stdout, stderr)
 	case args[0] == "generate":
 		err = generate(ctx, args[1:], stdout, stderr)
 	case args[0] == "template":
 		err = deriveTemplate(args[1:], stdout, stderr)
+	case args[0] == "recovery":
+		return fetchRecovery(ctx, args[1:], stdout, stderr, termLog)
 	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
 		fmt.Fprintln(stdout, usage)
 		return builder.ExitOK
@@ -77,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, version.String())
 		return builder.ExitOK
 	default:
-		err = builder.Invalid("unknown command %q: want render, generate or template", args[0])
+		err = builder.Invalid("unknown command %q: want render, generate, template or recovery", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return builder.ExitOK
@@ -224,6 +231,49 @@ func deriveTemplate(args []string, stdout, stderr io.Writer) error {
 		_, err := w.Write(template)
 		return builder.OutputErr("writing "+*output, err)
 	})
+}
+
+// fetchRecovery runs `bootdisk recovery`. Unlike render's, its result line
+// is JSON whether it succeeds or fails: {"reason": Converted, ServiceRefused,
+// ChecksumMismatch or Failed, "message": ..., and on success the release,
+// board-id, product, the DMG's sha256 and the raw size}, one line on stdout
+// and in the termination log. The script's output and the progress lines go
+// to stderr.
+func fetchRecovery(ctx context.Context, args []string, stdout, stderr io.Writer, termLog string) int {
+	fs := newFlags("recovery", stderr)
+	o := recovery.Options{Log: stderr}
+	fs.StringVar(&o.Release, "release", "", "release, by fetch-macOS-v2.py's short name (high-sierra ... tahoe)")
+	fs.StringVar(&o.BoardID, "board-id", "", "ask as this board-id instead of the one the script's table gives the release")
+	fs.StringVar(&o.OutputDir, "output-dir", defaultOutputDir, "output volume: receives disk.img")
+	fs.StringVar(&o.ScratchDir, "scratch-dir", os.TempDir(), "where the DMG and its chunklist are downloaded")
+	fs.StringVar(&o.Script, "script", defaultScript, "OSX-KVM's fetch-macOS-v2.py")
+	fs.StringVar(&o.Python, "python", "python3", "the Python 3 interpreter that runs the script")
+	fs.DurationVar(&o.ProgressInterval, "progress-interval", recovery.DefaultProgressInterval, "least time between progress lines")
+	res := recovery.Result{}
+	err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return builder.ExitOK
+	}
+	if err == nil {
+		res, err = recovery.Run(ctx, o)
+	}
+	reason, code := recovery.Classify(err)
+	if err != nil {
+		res = recovery.Result{Reason: reason, Release: res.Release, BoardID: res.BoardID, Product: res.Product,
+			Message: builder.OneLine(err)}
+	}
+	line, _ := json.Marshal(res)
+	// A termination message is capped at 4096 bytes: keep the line under it.
+	for len(line) >= 4096 {
+		res.Release, res.BoardID, res.Product = "", "", ""
+		res.Message = res.Message[:len(res.Message)/2]
+		line, _ = json.Marshal(res)
+	}
+	fmt.Fprintln(stdout, string(line))
+	if _, statErr := os.Stat(termLog); statErr == nil {
+		_ = os.WriteFile(termLog, append(line, '\n'), 0o644)
+	}
+	return code
 }
 
 // writeAtomically writes a file through a temporary file in the same
