@@ -66,6 +66,10 @@ type Config struct {
 	Session      Session
 	Disk         Disk
 	Checks       []Check
+	// OSVersionCommand prints the operating system's version, run once
+	// at start; nil runs the platform's (sw_vers -productVersion on
+	// macOS; none elsewhere, and the version is reported empty).
+	OSVersionCommand []string
 }
 
 // TLS names a certificate and key in PEM files. Both empty means the agent
@@ -245,6 +249,9 @@ type fileConfig struct {
 	Session      fileSession `json:"session"`
 	Disk         fileDisk    `json:"disk"`
 	Checks       []fileCheck `json:"checks"`
+	// OSVersionCommand overrides the platform's command printing the OS
+	// version (agent/README.md).
+	OSVersionCommand []string `json:"osVersionCommand"`
 }
 
 type fileTLS struct {
@@ -310,6 +317,12 @@ func (f fileConfig) validate() (*Config, error) {
 		default:
 			cfg.PollInterval = d
 		}
+	}
+	if f.OSVersionCommand != nil {
+		if len(f.OSVersionCommand) == 0 || !filepath.IsAbs(f.OSVersionCommand[0]) {
+			errs.add("osVersionCommand", "must be an argv list whose first element is an absolute path, such as [/usr/bin/sw_vers, -productVersion]")
+		}
+		cfg.OSVersionCommand = f.OSVersionCommand
 	}
 	if p := f.Session.ConsoleDevice; p != "" {
 		if !filepath.IsAbs(p) {

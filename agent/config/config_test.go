@@ -121,6 +121,8 @@ func TestParse_RejectsWithFieldPath(t *testing.T) {
 		{"short poll interval", "pollInterval: 10ms\n", "pollInterval: must be at least 100ms"},
 		{"bad listen", "listen: localhost\n", "listen: must be host:port"},
 		{"wrong type", "checks: yes\n", "cannot unmarshal"},
+		{"empty osVersionCommand", "osVersionCommand: []\n", "osVersionCommand: must be an argv list whose first element is an absolute path"},
+		{"relative osVersionCommand", "osVersionCommand: [sw_vers]\n", "osVersionCommand: must be an argv list whose first element is an absolute path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Parse([]byte(tc.doc))
@@ -129,6 +131,17 @@ func TestParse_RejectsWithFieldPath(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// osVersionCommand replaces the platform's command; unset, it is nil (the
+// platform's: sw_vers on macOS).
+func TestParse_OSVersionCommand(t *testing.T) {
+	cfg, err := Parse([]byte("osVersionCommand: [/bin/echo, \"14.6.1\"]\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/bin/echo", "14.6.1"}, cfg.OSVersionCommand)
+	cfg, err = Parse(nil)
+	require.NoError(t, err)
+	assert.Nil(t, cfg.OSVersionCommand)
 }
 
 func TestParse_ReportsEveryError(t *testing.T) {

@@ -42,6 +42,9 @@ type Options struct {
 	// no checks run: Config is then the bootstrap config.
 	ConfigErr error
 	Version   string
+	// OSVersion is the operating system's version, read once at start
+	// (host.OSVersion): it does not change under a running agent.
+	OSVersion string
 	Now       func() time.Time
 	Logger    *slog.Logger
 
@@ -98,6 +101,7 @@ func New(opts Options) *Monitor {
 		BootTime:       m.bootTime,
 		AgentStartedAt: m.started,
 		AgentVersion:   opts.Version,
+		OSVersion:      opts.OSVersion,
 	})
 	return m
 }
@@ -153,6 +157,7 @@ func (m *Monitor) Poll(ctx context.Context) {
 		BootTime:       m.bootTime,
 		AgentStartedAt: m.started,
 		AgentVersion:   m.opts.Version,
+		OSVersion:      m.opts.OSVersion,
 	}
 	if !m.bootTime.IsZero() {
 		st.UptimeSeconds = int64(now.Sub(m.bootTime) / time.Second)

@@ -68,7 +68,7 @@ func newMonitor(t *testing.T, h *fakeHost, cfgErr error, checks ...config.Check)
 	cfg.PollInterval = 50 * time.Millisecond
 	cfg.Disk.Floor = config.Floor{Bytes: 100}
 	m := New(Options{
-		Config: cfg, ConfigErr: cfgErr, Version: "v-test",
+		Config: cfg, ConfigErr: cfgErr, Version: "v-test", OSVersion: "14.6.1",
 		Now:          func() time.Time { return now },
 		ConsoleOwner: h.consoleOwner,
 		MeasureDisk:  h.measureDisk,
@@ -82,7 +82,14 @@ func TestMonitor_InitialStatusBeforeFirstPoll(t *testing.T) {
 	st := m.Status()
 	assert.Equal(t, api.StageBooted, st.Stage)
 	assert.Equal(t, "v-test", st.AgentVersion)
+	assert.Equal(t, "14.6.1", st.OSVersion, "read once at start, reported from the first status")
 	assert.Equal(t, boot, st.BootTime)
+}
+
+func TestMonitor_EveryPollReportsTheOSVersion(t *testing.T) {
+	m, _ := newMonitor(t, &fakeHost{free: 500}, nil)
+	m.Poll(context.Background())
+	assert.Equal(t, "14.6.1", m.Status().OSVersion)
 }
 
 func TestMonitor_ChecksStartOnceSessionIsUp(t *testing.T) {

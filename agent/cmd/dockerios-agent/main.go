@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/dockerios/dockerios/agent/config"
+	"github.com/dockerios/dockerios/agent/host"
 	"github.com/dockerios/dockerios/agent/monitor"
 	"github.com/dockerios/dockerios/agent/server"
 	"github.com/dockerios/dockerios/agent/token"
@@ -116,7 +117,15 @@ func run(args []string) int {
 		}
 	}
 
-	mon := monitor.New(monitor.Options{Config: cfg, ConfigErr: cfgErr, Version: version.String(), Logger: log})
+	// Read once: the OS does not change under a running agent (an update
+	// reboots, and launchd starts the agent anew).
+	osVersion, err := host.OSVersion(ctx, cfg.OSVersionCommand)
+	if err != nil {
+		log.Warn("OS version unavailable; reporting none", "err", err)
+	}
+	log.Info("operating system", "version", osVersion)
+
+	mon := monitor.New(monitor.Options{Config: cfg, ConfigErr: cfgErr, Version: version.String(), OSVersion: osVersion, Logger: log})
 	srv := server.NewServer(server.NewHandler(server.Options{Token: tok, Status: mon.Status, Logger: log}), cert, log)
 
 	ln, err := net.Listen("tcp", cfg.Listen)

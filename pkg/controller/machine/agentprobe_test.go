@@ -513,6 +513,28 @@ func TestDerive_WithTheProbersAnswers(t *testing.T) {
 	}
 }
 
+// The macOS version the agent reports reaches status.agent.osVersion,
+// for a workload machine and an install session alike (a promotion
+// records it as the image's status.macOSVersion).
+func TestDerive_AgentOSVersion(t *testing.T) {
+	for _, m := range []*v1alpha1.MacOSMachine{testMachine(), installSession(testMachine())} {
+		o := Observed{Class: testClass(), Job: job(batchv1.JobComplete), DV: dv(cdiv1.Succeeded), RecoveryDV: dv(cdiv1.Succeeded),
+			VM: vm(t0, kubevirtv1.VirtualMachineStatusRunning), VMI: vmi(kubevirtv1.Running, t0), AgentAsked: true,
+			Agent: &api.Status{Stage: api.StageReady, AgentVersion: "v1.4.0", OSVersion: "14.6.1", ObservedAt: t0}, AgentSeen: t0}
+		d := Derive(m, &o, t0.Add(time.Minute))
+		require.NotNil(t, d.Status.Agent, m.Spec.Purpose)
+		assert.Equal(t, "14.6.1", d.Status.Agent.OSVersion, m.Spec.Purpose)
+		assert.Equal(t, "v1.4.0", d.Status.Agent.Version, m.Spec.Purpose)
+
+		// An agent that does not know (an older agent, another OS) says
+		// nothing, and nothing is made up.
+		o.Agent = &api.Status{Stage: api.StageReady, ObservedAt: t0}
+		d = Derive(m, &o, t0.Add(time.Minute))
+		require.NotNil(t, d.Status.Agent)
+		assert.Empty(t, d.Status.Agent.OSVersion)
+	}
+}
+
 func conds(cs []metav1.Condition) []string {
 	var out []string
 	for _, c := range cs {
@@ -541,6 +563,8 @@ func TestAnswerNeededFrom(t *testing.T) {
 		{"ready, silent, before its agentUnresponsiveTimeout", wasReady(metav1.ConditionFalse, t0, t0), time.Time{}, t0.Add(time.Minute), time.Time{}},
 		{"ready, silent, past its agentUnresponsiveTimeout", wasReady(metav1.ConditionFalse, t0, t0), time.Time{}, t0.Add(time.Hour), t0.Add(3 * time.Minute)},
 		{"ready, silent through a fault that ended since", wasReady(metav1.ConditionFalse, t0, t0), t0.Add(50 * time.Minute), t0.Add(time.Hour), t0.Add(50 * time.Minute)},
+		// An install session has no startTimeout: no answer is ever due.
+		{"install session, past its class's startTimeout", func(m *v1alpha1.MacOSMachine) { installSession(m) }, time.Time{}, t0.Add(11 * time.Hour), time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := testMachine()
