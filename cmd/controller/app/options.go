@@ -96,6 +96,10 @@ type Options struct {
 	// LedgerGuardInterval is how often running VMs are compared with the
 	// identity ledger (package ledgerguard).
 	LedgerGuardInterval time.Duration
+	// RecoveryBackoff is the wait after a MacOSImage's recovery fetch
+	// first fails, doubling after each further failure up to
+	// RecoveryBackoffMax.
+	RecoveryBackoff, RecoveryBackoffMax time.Duration
 
 	// PrintVersion: print the version and exit, whatever else is asked.
 	PrintVersion bool
@@ -124,6 +128,8 @@ func NewOptions() *Options {
 		AgentTimeout:            5 * time.Second,
 		StorageHoldBack:         5 * time.Minute,
 		LedgerGuardInterval:     30 * time.Second,
+		RecoveryBackoff:         time.Minute,
+		RecoveryBackoffMax:      time.Hour,
 	}
 }
 
@@ -165,6 +171,8 @@ func (o *Options) Parse(args []string) error {
 	fs.DurationVar(&o.AgentTimeout, "agent-timeout", o.AgentTimeout, "bound of one call to a guest agent")
 	fs.DurationVar(&o.StorageHoldBack, "storage-hold-back", o.StorageHoldBack, "how long new machines of a class wait after a clone into its StorageClass failed")
 	fs.DurationVar(&o.LedgerGuardInterval, "ledger-guard-interval", o.LedgerGuardInterval, "how often the VMs, VMIs and identity Secrets the controller made are compared with the identity ledger (and a restored pool's hold lifted)")
+	fs.DurationVar(&o.RecoveryBackoff, "recovery-backoff", o.RecoveryBackoff, "wait after a MacOSImage's recovery image fetch failed, doubled after each further failure in a row")
+	fs.DurationVar(&o.RecoveryBackoffMax, "recovery-backoff-max", o.RecoveryBackoffMax, "longest wait between attempts of a recovery image fetch")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -212,6 +220,9 @@ func (o *Options) Validate() error {
 		}
 		if o.AgentProbeWorkers < 2 {
 			errs = append(errs, errors.New("--agent-probe-workers: must be at least 2 (half of them may wait on unreachable agents)"))
+		}
+		if o.RecoveryBackoff <= 0 || o.RecoveryBackoffMax < o.RecoveryBackoff {
+			errs = append(errs, errors.New("--recovery-backoff must be > 0 and --recovery-backoff-max at least as long"))
 		}
 		if o.TerminationGracePeriod < 0 || o.AgentTimeout <= 0 || o.StorageHoldBack <= 0 || o.LedgerGuardInterval <= 0 {
 			errs = append(errs, errors.New("--vm-termination-grace-period must be ≥ 0, --agent-timeout and --storage-hold-back > 0"))

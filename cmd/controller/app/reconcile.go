@@ -49,7 +49,7 @@ func reconcile(ctx context.Context, o *Options, log *slog.Logger, reg prometheus
 	podTemplate, images := o.imageSettings()
 	mcfg := manager.Config{
 		RESTConfig: cfg, Log: log, Registry: reg, MachineWorkers: o.MachineWorkers, AgentProbeWorkers: o.AgentProbeWorkers, AgentTimeout: o.AgentTimeout, StorageHoldBack: o.StorageHoldBack,
-		LedgerGuardInterval: o.LedgerGuardInterval,
+		LedgerGuardInterval: o.LedgerGuardInterval, RecoveryBackoff: o.RecoveryBackoff, RecoveryBackoffMax: o.RecoveryBackoffMax,
 		Settings: machine.Settings{BootdiskImage: images.Bootdisk, HookSidecarImage: images.HookSidecar, ImagePullSecrets: images.PullSecrets,
 			OSKSecretName: o.OSKSecretName, TerminationGracePeriodSeconds: int64(o.TerminationGracePeriod / time.Second)},
 		ImagesPodTemplate: podTemplate,

@@ -78,6 +78,10 @@ type Config struct {
 	Resync   time.Duration
 	Log      *slog.Logger
 	Registry prometheus.Registerer
+	// RecoveryBackoff and RecoveryBackoffMax bound the wait between
+	// attempts of an image's recovery fetch (image.DefaultRecoveryBackoff
+	// and image.DefaultRecoveryBackoffMax when zero).
+	RecoveryBackoff, RecoveryBackoffMax time.Duration
 	// Leading, when set, says whether this replica may write now. A leader
 	// stopped for longer than its lease (a SIGSTOP, a VM pause, a long GC
 	// or swap stall) wakes up believing it leads, with caches as old as the
@@ -166,7 +170,14 @@ func Run(ctx context.Context, cfg Config) error {
 	pr := &pool.Reconciler{Client: client, Pools: d.MacOSMachinePools().Lister(), Machines: machines.Lister(),
 		Claims: d.MacOSMachineClaims().Lister(), Recorder: recorder, Log: cfg.Log.With("reconciler", "pool")}
 
-	ir := &image.Reconciler{Images: d.MacOSImages().Lister(), Client: client, Kube: kube, Dynamic: dyn}
+	ir := &image.Reconciler{Images: d.MacOSImages().Lister(), Client: client, Kube: kube, Dynamic: dyn,
+		Machines: machines.Lister(), VMIs: vmis.Lister(), Recorder: recorder,
+		ContainerImages: containerimages.Fixed{Bootdisk: cfg.Settings.BootdiskImage, PullSecrets: cfg.Settings.ImagePullSecrets},
+		RecoveryBackoff: cfg.RecoveryBackoff, RecoveryBackoffMax: cfg.RecoveryBackoffMax}
+	if mr.Images != nil {
+		// Recovery Jobs run the machines' bootdisk builder image.
+		ir.ContainerImages = mr.Images
+	}
 	images := newQueue("images")
 	m := &queues{
 		machines: newQueue("machines"), pools: newQueue("pools"), claims: newQueue("class-claims"), classMachines: newQueue("class-machines"),
@@ -188,6 +199,17 @@ func Run(ctx context.Context, cfg Config) error {
 		if _, ok := mm.Labels[v1alpha1.ClaimUIDLabel]; ok {
 			m.classMachines.Add(key(mm))
 			m.claims.Add(key(mm))
+		}
+	})
+	// A machine an image promotes from: its agent's report and its guest's
+	// shutdown move the promotion on.
+	handle(machines.Informer(), func(obj any) {
+		mm := obj.(*v1alpha1.MacOSMachine)
+		imgs, _ := d.MacOSImages().Lister().List(labels.Everything())
+		for _, img := range imgs {
+			if pf := img.Spec.PromoteFrom; pf != nil && pf.Namespace == mm.Namespace && pf.Name == mm.Name {
+				images.Add(img.Name)
+			}
 		}
 	})
 	forgetGone(machines.Informer(), mr.Prober)
