@@ -21,6 +21,8 @@ limitations under the License.
 //	kubectl dockerios release CLAIM...           give Macs back
 //	kubectl dockerios machines                   pools, machines and claims as a tree
 //	kubectl dockerios identities import|generate fill an identity pool
+//	kubectl dockerios image install|promote      make a golden image by hand
+//	kubectl dockerios image list|get             the images
 //	kubectl dockerios completion SHELL           shell completion
 //	kubectl dockerios version                    the plugin's version (also --version)
 //
@@ -187,6 +189,6 @@ back, and fills the identity pools they boot with.
 
 	identities := &cobra.Command{Use: "identities", Short: "Fill identity pools with Apple identities (MacOSIdentity)"}
 	identities.AddCommand(newImportCommand(o), newGenerateCommand(o))
-	root.AddCommand(newClaimCommand(o), newReleaseCommand(o), newMachinesCommand(o), identities, newCompletionCommand(root), newVersionCommand())
+	root.AddCommand(newClaimCommand(o), newReleaseCommand(o), newMachinesCommand(o), identities, newImageCommand(o), newCompletionCommand(root), newVersionCommand())
 	return root
 }
