@@ -123,6 +123,16 @@ func (h *Harness) syncDataVolume(ctx context.Context, namespace, name string) er
 	if failing && want != cdiv1.CloneScheduled {
 		want, next = cdiv1.Failed, 0
 	}
+	// CDI names the phases of a blank disk (spec.source.blank), which is
+	// made rather than copied, as an import's.
+	if src := dv.Spec.Source; src != nil && src.Blank != nil {
+		switch want {
+		case cdiv1.CloneScheduled:
+			want = cdiv1.ImportScheduled
+		case cdiv1.CloneInProgress:
+			want = cdiv1.ImportInProgress
+		}
+	}
 	k := key{kindDataVolume, namespace, name}
 	if dv.Status.Phase == want {
 		h.after(k, next)
@@ -178,12 +188,12 @@ func setCloneStatus(st *cdiv1.DataVolumeStatus, name string, phase cdiv1.DataVol
 	st.Phase = phase
 	st.ClaimName = name
 	switch phase {
-	case cdiv1.CloneScheduled:
+	case cdiv1.CloneScheduled, cdiv1.ImportScheduled:
 		st.Progress = "N/A"
 		set(cdiv1.DataVolumeBound, corev1.ConditionFalse, "Pending", fmt.Sprintf("PVC %s Pending", name))
 		set(cdiv1.DataVolumeReady, corev1.ConditionFalse, "", "")
 		set(cdiv1.DataVolumeRunning, corev1.ConditionFalse, "", "")
-	case cdiv1.CloneInProgress:
+	case cdiv1.CloneInProgress, cdiv1.ImportInProgress:
 		st.Progress = "50.0%"
 		set(cdiv1.DataVolumeBound, corev1.ConditionTrue, "Bound", fmt.Sprintf("PVC %s Bound", name))
 		set(cdiv1.DataVolumeReady, corev1.ConditionFalse, "", "")

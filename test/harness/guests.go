@@ -212,6 +212,8 @@ type agentConfig struct {
 		Floor string `json:"floor"`
 	} `json:"disk"`
 	Checks []agentCheck `json:"checks"`
+	// OSVersionCommand prints the guest's macOS version (Config.GuestOSVersion).
+	OSVersionCommand []string `json:"osVersionCommand,omitempty"`
 }
 
 type agentCheck struct {
@@ -235,6 +237,10 @@ func (h *Harness) startAgent(g *guest, token []byte) error {
 	cfg.Session.ConsoleDevice = g.file("console")
 	cfg.Disk.Path, cfg.Disk.Floor = g.dir, "1"
 	cfg.Checks = []agentCheck{{Name: "setup-done", Kind: "pathExists", Path: g.file("setup-done"), Timeout: "1s"}}
+	if v := h.cfg.GuestOSVersion; v != "" {
+		// What sw_vers -productVersion prints in the guest.
+		cfg.OSVersionCommand = []string{"/bin/sh", "-c", "echo " + v}
+	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
 		return err

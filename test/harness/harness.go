@@ -143,6 +143,16 @@ type Config struct {
 	// RealJobs leaves the bootdisk Jobs to a real Job controller and
 	// kubelet (test/node), which run the builder's image for real.
 	RealJobs bool
+	// DataSources plays CDI's DataSource controller too: a DataSource
+	// whose source is a PersistentVolumeClaim is Ready once the claim
+	// exists (or a DataVolume of its name Succeeded), else not, with
+	// reason NotFound. Off by default: tests that write a DataSource's
+	// status themselves keep it as they wrote it.
+	DataSources bool
+	// GuestOSVersion is the macOS version the guests' agents report
+	// (sw_vers -productVersion in a real guest). Empty: none, as an agent
+	// off macOS reports.
+	GuestOSVersion string
 
 	// SSH makes the guests serve SSH, recording what they are asked to
 	// run (SSHCommands), for workload-layer tests. Off unless SSH.User is
@@ -199,6 +209,8 @@ const (
 	kindDataVolume
 	kindVM
 	kindVMI
+	kindRecoveryJob
+	kindDataSource
 )
 
 type key struct {
@@ -221,16 +233,20 @@ type Harness struct {
 	stop   sync.Once
 	tmpDir bool
 
-	jobLister        batchv1listers.JobLister
-	vmLister         cache.GenericLister
-	vmiLister        cache.GenericLister
-	dataVolumeLister cache.GenericLister
+	jobLister         batchv1listers.JobLister
+	recoveryJobLister batchv1listers.JobLister
+	dataSourceLister  cache.GenericLister
+	vmLister          cache.GenericLister
+	vmiLister         cache.GenericLister
+	dataVolumeLister  cache.GenericLister
 
 	mu sync.Mutex
 	// jobFailures: machine UID → failures the next Jobs of that machine get.
 	jobFailures map[string][]JobFailure
 	jobRuns     map[types.UID]*jobRun
-	clones      map[types.UID]*cloneRun
+	// recoveryRuns: MacOSImage name → how its next recovery Jobs end.
+	recoveryRuns map[string][]RecoveryRun
+	clones       map[types.UID]*cloneRun
 	// failingClasses: StorageClass ("" = none named) → clones fail.
 	failingClasses map[string]bool
 	stalled        map[string]bool // machine UID → boots hang
@@ -281,6 +297,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		queue:          workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
 		jobFailures:    map[string][]JobFailure{},
 		jobRuns:        map[types.UID]*jobRun{},
+		recoveryRuns:   map[string][]RecoveryRun{},
 		clones:         map[types.UID]*cloneRun{},
 		failingClasses: map[string]bool{},
 		stalled:        map[string]bool{},
@@ -330,7 +347,28 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 			return nil, err
 		}
 	}
+	// A MacOSImage's recovery Jobs (pkg/bootdisk.RecoveryJob), by their
+	// dockerios.io/image label.
+	recoveryFactory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = recoveryImageLabel
+	}))
+	recoveryInformer := recoveryFactory.Batch().V1().Jobs()
+	h.recoveryJobLister = recoveryInformer.Lister()
+	if !cfg.RealJobs {
+		if _, err := recoveryInformer.Informer().AddEventHandler(h.handler(kindRecoveryJob)); err != nil {
+			h.Stop()
+			return nil, err
+		}
+	}
 	dynFactory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	if cfg.DataSources {
+		inf := dynFactory.ForResource(DataSourceGVR)
+		h.dataSourceLister = inf.Lister()
+		if _, err := inf.Informer().AddEventHandler(h.handler(kindDataSource)); err != nil {
+			h.Stop()
+			return nil, err
+		}
+	}
 	for gvr, k := range map[schema.GroupVersionResource]kind{VirtualMachineGVR: kindVM, VirtualMachineInstanceGVR: kindVMI, DataVolumeGVR: kindDataVolume} {
 		inf := dynFactory.ForResource(gvr)
 		switch k {
@@ -357,6 +395,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 	}
 	nodeFactory.Start(h.ctx.Done())
 	kubeFactory.Start(h.ctx.Done())
+	recoveryFactory.Start(h.ctx.Done())
 	dynFactory.Start(h.ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -366,10 +405,12 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 			return nil, fmt.Errorf("harness: %v informer did not sync", typ)
 		}
 	}
-	for typ, ok := range kubeFactory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			h.Stop()
-			return nil, fmt.Errorf("harness: %v informer did not sync", typ)
+	for _, f := range []informers.SharedInformerFactory{kubeFactory, recoveryFactory} {
+		for typ, ok := range f.WaitForCacheSync(syncCtx.Done()) {
+			if !ok {
+				h.Stop()
+				return nil, fmt.Errorf("harness: %v informer did not sync", typ)
+			}
 		}
 	}
 	for gvr, ok := range dynFactory.WaitForCacheSync(syncCtx.Done()) {
@@ -431,6 +472,11 @@ func (h *Harness) handler(k kind) cache.ResourceEventHandler {
 		if k == kindVMI {
 			h.queue.Add(key{kindVM, o.GetNamespace(), o.GetName()})
 		}
+		// A DataVolume's are the readiness of the DataSources naming its
+		// claim (the cache holds the change by now).
+		if k == kindDataVolume {
+			h.dataSourcesOf(o.GetNamespace(), o.GetName())
+		}
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
@@ -450,6 +496,10 @@ func (h *Harness) worker() {
 		switch k.kind {
 		case kindJob:
 			err = h.syncJob(h.ctx, k.namespace, k.name)
+		case kindRecoveryJob:
+			err = h.syncRecoveryJob(h.ctx, k.namespace, k.name)
+		case kindDataSource:
+			err = h.syncDataSource(h.ctx, k.namespace, k.name)
 		case kindDataVolume:
 			err = h.syncDataVolume(h.ctx, k.namespace, k.name)
 		case kindVM:
@@ -472,7 +522,7 @@ func (h *Harness) worker() {
 }
 
 func (k kind) String() string {
-	return [...]string{"Job", "DataVolume", "VirtualMachine", "VirtualMachineInstance"}[k]
+	return [...]string{"Job", "DataVolume", "VirtualMachine", "VirtualMachineInstance", "recovery Job", "DataSource"}[k]
 }
 
 // after requeues k in d (at once if d <= 0).

@@ -74,8 +74,9 @@ func TestHarness(t *testing.T) {
 		RESTConfig: cfg, AgentBinary: AgentBinary(t), WorkDir: t.TempDir(),
 		RestartDelay: time.Second, NodeUnresponsiveAfter: 3 * time.Second,
 		// Not 22: the test must not need root.
-		SSH:  SSHConfig{Port: framework.FreePort(t), User: "runner", Password: "image-password"},
-		Logf: t.Logf,
+		SSH:         SSHConfig{Port: framework.FreePort(t), User: "runner", Password: "image-password"},
+		DataSources: true,
+		Logf:        t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +94,8 @@ func TestHarness(t *testing.T) {
 	t.Run("VirtualMachine", e.testVirtualMachine)
 	t.Run("PodNetworkOnly", e.testPodNetworkOnly)
 	t.Run("SSH", e.testSSH)
+	t.Run("RecoveryJob", e.testRecoveryJob)
+	t.Run("DataSourceAndBlankAndCrossNamespaceClone", e.testDataSource)
 
 	s := h.Stats()
 	t.Logf("stats: %+v", s)

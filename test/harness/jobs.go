@@ -79,8 +79,12 @@ type jobRun struct {
 	started         time.Time
 	failure         *JobFailure
 	pods            []string // the finished pods made so far, in order
-	outcomeCounted  bool
-	waitLogged      bool
+	// success is the termination message of a successful run (a
+	// recovery Job's result line; the bootdisk builder writes none).
+	success        string
+	recovery       bool
+	outcomeCounted bool
+	waitLogged     bool
 }
 
 func (h *Harness) jobRunFor(job *batchv1.Job) *jobRun {
@@ -89,13 +93,20 @@ func (h *Harness) jobRunFor(job *batchv1.Job) *jobRun {
 	if r := h.jobRuns[job.UID]; r != nil {
 		return r
 	}
-	r := &jobRun{namespace: job.Namespace, name: job.Name}
+	r := &jobRun{namespace: job.Namespace, name: job.Name, recovery: isRecoveryJob(job)}
 	if job.Status.StartTime != nil {
 		// Picked up running (the harness restarted): it runs from now.
 		r.started = time.Now()
 	}
 	uid := job.Labels[machineUIDLabel]
-	if q := h.jobFailures[uid]; len(q) > 0 {
+	if r.recovery {
+		run := h.recoveryRunFor(job)
+		if run.ExitCode != 0 {
+			r.failure = &JobFailure{ExitCode: run.ExitCode, Message: run.terminationMessage()}
+		} else {
+			r.success = run.terminationMessage()
+		}
+	} else if q := h.jobFailures[uid]; len(q) > 0 {
 		f := q[0]
 		r.failure = &f
 		if h.jobFailures[uid] = q[1:]; len(q) == 1 {
@@ -141,9 +152,30 @@ func (h *Harness) syncJob(ctx context.Context, namespace, name string) error {
 	if err != nil {
 		return err
 	}
-	if job.Labels[componentLabel] != bootdisk.ComponentLabelValue {
+	// A recovery Job is played by syncRecoveryJob, whatever its component.
+	if job.Labels[componentLabel] != bootdisk.ComponentLabelValue || isRecoveryJob(job) {
 		return nil
 	}
+	return h.playJob(ctx, job, key{kindJob, namespace, name})
+}
+
+// syncRecoveryJob plays the Job controller and the kubelet for a
+// MacOSImage's recovery Job: its pod ends as SetRecoveryRuns says, with
+// the builder's result line as its termination message.
+func (h *Harness) syncRecoveryJob(ctx context.Context, namespace, name string) error {
+	job, err := h.recoveryJobLister.Jobs(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		h.forgetJob(namespace, name, "")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return h.playJob(ctx, job, key{kindRecoveryJob, namespace, name})
+}
+
+func (h *Harness) playJob(ctx context.Context, job *batchv1.Job, k key) error {
+	namespace, name := job.Namespace, job.Name
 	// A finished Job is never touched again, as with the Job controller.
 	if jobFinished(job) {
 		h.forgetJob(namespace, name, job.UID)
@@ -153,7 +185,6 @@ func (h *Harness) syncJob(ctx context.Context, namespace, name string) error {
 		return nil
 	}
 	run := h.jobRunFor(job)
-	k := key{kindJob, namespace, name}
 	if job.Status.StartTime == nil {
 		if run.started.IsZero() {
 			// The kubelet starts the pod only once every Secret it mounts
@@ -172,7 +203,7 @@ func (h *Harness) syncJob(ctx context.Context, namespace, name string) error {
 				h.after(k, time.Second)
 				return nil
 			}
-			if in.identityProblem != "" && run.failure == nil {
+			if in.identityProblem != "" && run.failure == nil && !run.recovery {
 				run.failure = &JobFailure{ExitCode: bootdisk.ExitInvalidInput, Message: "bootdisk: invalid identity: " + in.identityProblem}
 			}
 			run.started = time.Now()
@@ -222,7 +253,7 @@ func (h *Harness) finishJob(ctx context.Context, job *batchv1.Job, run *jobRun) 
 
 	if run.failure == nil {
 		if len(run.pods) == 0 {
-			pod, err := h.createFinishedPod(ctx, job, 0, "")
+			pod, err := h.createFinishedPod(ctx, job, 0, run.success)
 			if err != nil {
 				return err
 			}
