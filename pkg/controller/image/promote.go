@@ -46,6 +46,9 @@ const (
 	ReasonNotAnInstallSession = "NotAnInstallSession"
 	ReasonAgentNotReporting   = "AgentNotReporting"
 	ReasonDataSourceRequired  = "DataSourceRequired"
+	// ReasonWithdrawn: spec.promoteFrom was cleared while a promotion was
+	// under way.
+	ReasonWithdrawn = "Withdrawn"
 )
 
 // promotePoll is how often a promotion under way is looked at.
@@ -62,10 +65,21 @@ var versionInMessage = regexp.MustCompile(`\(macOS ([^ ,()]+) as its agent repor
 // and the session's deletion, in that order.
 func (r *Reconciler) promote(ctx context.Context, img *v1alpha1.MacOSImage, st *v1alpha1.MacOSImageStatus, p *pass) error {
 	pf := img.Spec.PromoteFrom
+	prev := st.Promotion
 	if pf == nil {
+		// Withdrawn while under way: the promotion stops where it is
+		// (the machine controller boots the session again).
+		if prev != nil && (prev.Phase == v1alpha1.PromotionStopping || prev.Phase == v1alpha1.PromotionCloning) {
+			msg := fmt.Sprintf("spec.promoteFrom was cleared: the promotion of %s/%s stopped while %s", prev.Machine.Namespace, prev.Machine.Name, prev.Phase)
+			if prev.VolumeName != "" {
+				msg += fmt.Sprintf("; the DataVolume %s it was cloning into is kept (delete it if it is not wanted)", prev.VolumeName)
+			}
+			st.Promotion = &v1alpha1.PromotionStatus{Machine: prev.Machine, Phase: v1alpha1.PromotionFailed, VolumeName: prev.VolumeName}
+			setCondition(st, img.Generation, ConditionPromoted, metav1.ConditionFalse, ReasonWithdrawn, msg)
+			p.eventf(corev1.EventTypeNormal, ReasonWithdrawn, "%s", msg)
+		}
 		return nil
 	}
-	prev := st.Promotion
 	if prev != nil && prev.Machine == *pf && prev.Phase == v1alpha1.PromotionSucceeded {
 		// Done. The session is deleted after the status says so; a crash
 		// in between leaves it to this pass — only the session the

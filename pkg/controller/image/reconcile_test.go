@@ -713,3 +713,31 @@ func TestPlainImage(t *testing.T) {
 	assert.Zero(t, writes)
 	assert.Empty(t, e.kube.Actions(), fmt.Sprint(e.kube.Actions()))
 }
+
+// spec.promoteFrom cleared while the clone runs: the promotion stops,
+// says so once, and nothing is published or deleted.
+func TestPromotionWithdrawn(t *testing.T) {
+	e := newEnv(t, promotingImage())
+	m := installSession("14.6.1")
+	require.NoError(t, e.machines.Add(m))
+	e.reconcile()
+	require.Equal(t, v1alpha1.PromotionCloning, e.image().Status.Promotion.Phase)
+	img := e.image()
+	img.Spec.PromoteFrom = nil
+	img.Generation = 2
+	_, err := e.client.DockeriosV1alpha1().MacOSImages().Update(context.Background(), img, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	e.events()
+
+	e.setDVPhase(GoldenVolumeName(img, m), cdiv1.Succeeded)
+	e.reconcile()
+	c := e.cond(ConditionPromoted)
+	assert.Equal(t, "False/"+ReasonWithdrawn, string(c.Status)+"/"+c.Reason)
+	assert.Equal(t, v1alpha1.PromotionFailed, e.image().Status.Promotion.Phase)
+	ns, _ := e.dataSourcePVC()
+	assert.Empty(t, ns, "published after the promotion was withdrawn")
+	assert.Zero(t, e.machineDeletes())
+	assert.Len(t, filter(e.events(), "Normal "+ReasonWithdrawn), 1)
+	_, writes := e.reconcile()
+	assert.Zero(t, writes)
+}
