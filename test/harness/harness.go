@@ -23,8 +23,13 @@ limitations under the License.
 //     (labelled app.kubernetes.io/component=bootdisk): it writes their
 //     status (and their finished Pods, as the kubelet would) through the
 //     status subresource, as the Job controller does;
+//   - the same Job controller and kubelet for a MacOSImage's recovery Jobs
+//     (labelled dockerios.io/image): each pod ends with the builder's exit
+//     code and JSON result line as its termination message, as queued by
+//     SetRecoveryRuns (Converted when none is);
 //   - CDI, for DataVolumes: CloneScheduled → CloneInProgress → Succeeded,
-//     or Failed;
+//     or Failed (a blank disk's phases are an import's); with
+//     Config.DataSources, CDI's DataSource controller too;
 //   - KubeVirt's virt-controller and virt-handler, for VirtualMachines and
 //     VirtualMachineInstances: a VM that should run gets a VMI made from
 //     its template, scheduled on one of a few fake Nodes and Running with
