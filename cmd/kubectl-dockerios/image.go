@@ -75,7 +75,7 @@ func newImageInstallCommand(o *options) *cobra.Command {
 		Short: "Start an install session of an image: a machine booting its recovery beside a blank disk",
 		Long: `Install creates a MacOSMachine with spec.purpose Install for the image: it
 holds an identity like any machine and boots the image's recovery image
-(OpenCore's menu offers it) beside a blank system disk of the class's size.
+(OpenCore boots it while the disk is blank) beside a blank system disk of the class's size.
 It is never bound to a claim and never Ready; it waits for you, however
 long you take. Install prints what to do next.
 
@@ -159,7 +159,7 @@ func printInstallSteps(w io.Writer, m *v1alpha1.MacOSMachine, img *v1alpha1.MacO
 	_, err := fmt.Fprintf(w, `Next:
   1. Wait until it is Starting and its VirtualMachine runs (%s):
        kubectl get mm %[2]s -n %[3]s -w
-  2. Open its console, pick the recovery in OpenCore's menu and install macOS onto the blank disk:
+  2. Open its console: the recovery boots; erase the blank disk in Disk Utility and install macOS onto it:
        virtctl vnc %[4]s -n %[3]s
   3. In the guest: finish Setup Assistant, turn on automatic login, install the DockerIOS agent
      and clean the guest up for cloning (docs/agent.md).

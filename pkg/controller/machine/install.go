@@ -292,7 +292,7 @@ func installReady(m *v1alpha1.MacOSMachine, o *Observed, st *v1alpha1.MacOSMachi
 		return ReasonPromoting, fmt.Sprintf("MacOSImage %s promotes this install session (%s): %s; its system disk is cloned into the image once the guest is down, then this machine is deleted",
 			p.Image, phaseOr(string(p.Phase), "starting"), state)
 	}
-	steps := fmt.Sprintf("open its console with `virtctl vnc %s -n %s`, pick the recovery in OpenCore's menu and install macOS onto the blank disk, install the DockerIOS agent (docs/agent.md), then run `%s`",
+	steps := fmt.Sprintf("open its console with `virtctl vnc %s -n %s`, where the recovery boots (OpenCore's default entry while the disk is blank) erase the blank disk and install macOS onto it, install the DockerIOS agent (docs/agent.md), then run `%s`",
 		vmName, m.Namespace, promote)
 	switch {
 	case !running:

@@ -283,7 +283,8 @@ func RecoveryDisk(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass, i
 // KubeVirt should run it (false stops it with an ACPI shutdown).
 //
 // An install session's VM boots the same OpenCore bootdisk first (macOS
-// boots under QEMU only through it; the recovery shows in its picker),
+// boots under QEMU only through it; it boots the recovery, its only
+// bootable entry while the system disk is blank),
 // then has the recovery disk (SATA) and the blank system disk (the
 // class's bus), and a graphics device and USB tablet for virtctl vnc.
 func VirtualMachine(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass, id *v1alpha1.MacOSIdentity, s Settings, running bool) (*kubevirtv1.VirtualMachine, error) {

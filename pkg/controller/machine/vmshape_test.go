@@ -245,7 +245,7 @@ func recoveryImage() *v1alpha1.MacOSImage {
 // workload VM of its class and identity (identity, hook sidecar and its
 // annotations, OSK label, networks, CPU, memory) with the recovery disk
 // between the OpenCore bootdisk (still first: macOS boots under QEMU only
-// through it, and the recovery shows in its picker) and the system disk,
+// through it, and it boots the recovery while the system disk is blank) and the system disk,
 // and a graphics device and USB tablet for virtctl vnc.
 func TestVirtualMachine_InstallSessionShape(t *testing.T) {
 	settings := Settings{BootdiskImage: "example.com/bootdisk:1", HookSidecarImage: "example.com/hook:1",
