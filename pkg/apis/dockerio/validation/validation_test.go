@@ -1117,7 +1117,7 @@ func TestValidateMacOSMachine(t *testing.T) {
 			mutate: func(m *dockerio.MacOSMachine) { m.Spec.VMLabels = map[string]string{"a b": "c"} },
 			want:   []fieldErr{invalid("spec.vmLabels")},
 		},
-		"purpose Workload is accepted": {mutate: func(m *dockerio.MacOSMachine) { m.Spec.Purpose = dockerio.MachinePurposeWorkload }},
+		"purpose Workload is accepted":                 {mutate: func(m *dockerio.MacOSMachine) { m.Spec.Purpose = dockerio.MachinePurposeWorkload }},
 		"purpose Install naming its image is accepted": {mutate: installSession("sonoma")},
 		"an unknown purpose is NotSupported": {
 			mutate: func(m *dockerio.MacOSMachine) { m.Spec.Purpose = "Build" },
@@ -1173,13 +1173,13 @@ func TestValidateMacOSMachineUpdate(t *testing.T) {
 		"class is immutable":      {mutate: func(m *dockerio.MacOSMachine) { m.Spec.ClassName = "gpu" }, want: []fieldErr{invalid("spec")}},
 		"image is immutable":      {mutate: func(m *dockerio.MacOSMachine) { m.Spec.ImageName = "sequoia" }, want: []fieldErr{invalid("spec")}},
 		"VM labels are immutable": {mutate: func(m *dockerio.MacOSMachine) { m.Spec.VMLabels["app"] = "runner" }, want: []fieldErr{invalid("spec")}},
-		"purpose is immutable": {mutate: installSession("sonoma"), want: []fieldErr{invalid("spec")}},
+		"purpose is immutable":    {mutate: installSession("sonoma"), want: []fieldErr{invalid("spec")}},
 		"an install session stays one": {
 			old:    installSession("sonoma"),
 			mutate: func(m *dockerio.MacOSMachine) { m.Spec.Purpose = dockerio.MachinePurposeWorkload },
 			want:   []fieldErr{invalid("spec")},
 		},
-		"namespace is immutable":  {mutate: func(m *dockerio.MacOSMachine) { m.Namespace = "other" }, want: []fieldErr{invalid("metadata.namespace")}},
+		"namespace is immutable": {mutate: func(m *dockerio.MacOSMachine) { m.Namespace = "other" }, want: []fieldErr{invalid("metadata.namespace")}},
 		// The pool counts its machines by the label: removed, the machine
 		// would still be bound for the pool, and never disposed of by it.
 		"a pool machine's pool label may not be removed": {
