@@ -88,9 +88,9 @@ const (
 	// PodTemplate to be fixed looks again.
 	imagesRetry = 15 * time.Second
 	// installPoll is how often an install session looks again at its
-	// image (its recovery volume, a promotion naming the session), which
-	// no event brings it.
-	installPoll = 5 * time.Second
+	// image (its recovery volume, a promotion naming the session) beyond
+	// the image's events, which the manager passes on: the safety net.
+	installPoll = 30 * time.Second
 )
 
 // Condition type on a MacOSMachineClass.
@@ -419,8 +419,8 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		return nil
 	}
 	if Installing(m) {
-		// Nothing watches images per machine: an install session looks
-		// often for its recovery image and for a promotion naming it.
+		// The image's events reach its install sessions (manager); this
+		// is the safety net for one missed.
 		*requeue = minPositive(*requeue, installPoll)
 		if err := r.runStrategy(ctx, m, o); err != nil {
 			return err

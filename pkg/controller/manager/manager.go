@@ -236,6 +236,14 @@ func Run(ctx context.Context, cfg Config) error {
 	handleRelevant(d.MacOSImages().Informer(), func(old, new any) bool {
 		return old.(*v1alpha1.MacOSImage).Generation != new.(*v1alpha1.MacOSImage).Generation
 	}, func(obj any) { images.Add(obj.(metav1.Object).GetName()) })
+	// An install session waits on its image: the recovery volume's
+	// readiness (image status) and a promotion naming it (image spec).
+	handle(d.MacOSImages().Informer(), func(obj any) {
+		all, _ := machines.Lister().List(labels.Everything())
+		for _, k := range installSessionsOf(all, obj.(metav1.Object).GetName()) {
+			m.machines.Add(k)
+		}
+	})
 	_ = d.MacOSIdentities().Informer()
 	_ = d.MacOSIdentityPools().Informer()
 	for inf, relevant := range map[cache.SharedIndexInformer]relevantFunc{
@@ -317,6 +325,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// installSessionsOf names the install sessions of image among machines:
+// what a change of the image may move on.
+func installSessionsOf(machines []*v1alpha1.MacOSMachine, image string) []string {
+	var keys []string
+	for _, mm := range machines {
+		if machine.Installing(mm) && mm.Spec.ImageName == image {
+			keys = append(keys, key(mm))
+		}
+	}
+	return keys
 }
 
 type queues struct {
