@@ -23,7 +23,7 @@
 # kubectl wait apiservice/v1alpha1.dockerios.io --for condition=Available.
 # Every image, the bootdisk and hook images the controller hands to Jobs
 # and VMs included (PodTemplate dockerios-images), can be retargeted with
-# kustomize's images: (docs/install.md).
+# kustomize's images: (docs/operators/install.md).
 set -o errexit -o nounset -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -93,7 +93,7 @@ ledger="${RELEASE_DIR}/dockerios-ledger.yaml"
   echo "# DockerIOS ${version} ($(git rev-parse HEAD)): the identity ledger's namespace and volumes."
   echo "#   kubectl apply --server-side -f dockerios-ledger.yaml    # before dockerios.yaml"
   echo "# Uninstalling DockerIOS (kubectl delete -f dockerios.yaml) leaves them, and the"
-  echo "# ledger with them; deleting this file's objects deletes the ledger (docs/operations.md)."
+  echo "# ledger with them; deleting this file's objects deletes the ledger (docs/operators/operations.md)."
   kubectl kustomize "${ROOT}/artifacts/ledger"
 } >"${ledger}.tmp"
 mv -f "${ledger}.tmp" "${ledger}"

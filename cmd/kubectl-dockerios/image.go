@@ -162,7 +162,7 @@ func printInstallSteps(w io.Writer, m *v1alpha1.MacOSMachine, img *v1alpha1.MacO
   2. Open its console: the recovery boots; erase the blank disk in Disk Utility and install macOS onto it:
        virtctl vnc %[4]s -n %[3]s
   3. In the guest: finish Setup Assistant, turn on automatic login, install the DockerIOS agent
-     and clean the guest up for cloning (docs/agent.md).
+     and clean the guest up for cloning (docs/reference/agent.md).
   4. Make its disk the image (this shuts the session down and deletes it):
        kubectl dockerios image promote %[2]s --image %[5]s -n %[3]s --wait
 Delete the session instead to give up: kubectl delete mm %[2]s -n %[3]s
@@ -254,7 +254,7 @@ func (p *promoteOptions) run(ctx context.Context, machine string, stdout, stderr
 		}
 	}
 	if a := m.Status.Agent; a == nil {
-		fmt.Fprintf(stderr, "Warning: the agent of MacOSMachine %s has never answered: machines made from the image become Ready only when their agent does (docs/agent.md)\n", machine)
+		fmt.Fprintf(stderr, "Warning: the agent of MacOSMachine %s has never answered: machines made from the image become Ready only when their agent does (docs/reference/agent.md)\n", machine)
 	}
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"promoteFrom": want}})
 	if err != nil {

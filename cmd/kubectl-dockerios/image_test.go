@@ -69,7 +69,7 @@ func TestImageInstall(t *testing.T) {
 				"macosmachine.dockerios.io/sonoma-install-x7k2p created: an install session of MacOSImage sonoma (release sonoma), class standard\n",
 				"kubectl get mm sonoma-install-x7k2p -n demo -w",
 				"virtctl vnc sonoma-install-x7k2p -n demo",
-				"docs/agent.md",
+				"docs/reference/agent.md",
 				"kubectl dockerios image promote sonoma-install-x7k2p --image sonoma -n demo --wait",
 			}},
 		{name: "--name", args: []string{"sonoma", "--class", "standard", "--name", "golden-1"}, made: "golden-1",

@@ -34,7 +34,7 @@ import (
 const (
 	ruleFile  = "artifacts/monitoring/prometheusrule.yaml"
 	testsDir  = "artifacts/monitoring/tests"
-	runbooks  = "docs/alerts.md"
+	runbooks  = "docs/operators/alerts.md"
 	rulesName = "dockerios-rules.yaml" // what the tests' rule_files name
 )
 
@@ -338,7 +338,7 @@ func TestAlertingRules_NameOnlyKnownMetrics(t *testing.T) {
 	}
 }
 
-// Every alert's runbook annotation names its own section of docs/alerts.md,
+// Every alert's runbook annotation names its own section of docs/operators/alerts.md,
 // and every alert section there is for an alert that exists.
 func TestAlertingRules_RunbooksAreInTheDocs(t *testing.T) {
 	_, alerts := shippedRules(t)

@@ -138,7 +138,7 @@ type claimBenchKind struct {
 // a burst is -bench-claim-burst objects of one kind shared among that many
 // clients. The kinds take turns going first, round after round, so that a
 // noisy neighbour hits all alike, and every burst starts on a quiet control
-// plane. Every claim must come back Bound from its create (docs/api.md
+// plane. Every claim must come back Bound from its create (docs/reference/api.md
 // rule 8): there is no controller here to bind it later.
 //
 //	go test ./test/aggregated -run '^$' -bench ClaimBoundThroughKubeAPIServer -benchtime 1x -v

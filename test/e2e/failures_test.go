@@ -17,7 +17,7 @@ limitations under the License.
 package e2e
 
 // One test per failure rule of the design ("Failure rules" in
-// docs/machine-lifecycle.md), each checking what a user sees: the phase, the
+// docs/reference/machine-lifecycle.md), each checking what a user sees: the phase, the
 // condition with its reason, and the Event.
 
 import (

@@ -292,13 +292,13 @@ func installReady(m *v1alpha1.MacOSMachine, o *Observed, st *v1alpha1.MacOSMachi
 		return ReasonPromoting, fmt.Sprintf("MacOSImage %s promotes this install session (%s): %s; its system disk is cloned into the image once the guest is down, then this machine is deleted",
 			p.Image, phaseOr(string(p.Phase), "starting"), state)
 	}
-	steps := fmt.Sprintf("open its console with `virtctl vnc %s -n %s`, where the recovery boots (OpenCore's default entry while the disk is blank) erase the blank disk and install macOS onto it, install the DockerIOS agent (docs/agent.md), then run `%s`",
+	steps := fmt.Sprintf("open its console with `virtctl vnc %s -n %s`, where the recovery boots (OpenCore's default entry while the disk is blank) erase the blank disk and install macOS onto it, install the DockerIOS agent (docs/reference/agent.md), then run `%s`",
 		vmName, m.Namespace, promote)
 	switch {
 	case !running:
 		return ReasonInstallSession, fmt.Sprintf("an install session is never Ready; once it runs (%s): %s", lastWord(st.Conditions), steps)
 	case st.Agent != nil && meta.IsStatusConditionTrue(st.Conditions, v1alpha1.MachineAgentReachable):
-		return ReasonInstallSession, fmt.Sprintf("an install session is never Ready; its agent answers%s: clean the guest up for cloning (docs/agent.md) and run `%s`",
+		return ReasonInstallSession, fmt.Sprintf("an install session is never Ready; its agent answers%s: clean the guest up for cloning (docs/reference/agent.md) and run `%s`",
 			osVersionSaid(st.Agent), promote)
 	}
 	return ReasonInstallSession, "an install session is never Ready; it runs: " + steps

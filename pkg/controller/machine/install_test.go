@@ -502,7 +502,7 @@ func TestDerive_InstallSession(t *testing.T) {
 			},
 			phase: v1alpha1.MachineStarting, agent: "14.6.1",
 			want: map[string][2]string{v1alpha1.MachineConditionReady: {ReasonInstallSession,
-				"its agent answers from macOS 14.6.1: clean the guest up for cloning (docs/agent.md) and run `kubectl dockerios image promote mac-0 --image sonoma -n ci`"},
+				"its agent answers from macOS 14.6.1: clean the guest up for cloning (docs/reference/agent.md) and run `kubectl dockerios image promote mac-0 --image sonoma -n ci`"},
 				v1alpha1.MachineGuestReady: {"Ready", ""}}},
 		{name: "looked Ready once (a status written by hand): not hung, not NoLongerReady",
 			machine: wasReady(metav1.ConditionFalse, t0.Add(-time.Hour), t0.Add(-time.Hour)),

@@ -16,7 +16,7 @@ limitations under the License.
 
 // Package binding keeps claims and machines agreeing about who holds whom:
 // a claim's status.machineName and its machine's status.claimRef are only
-// ever written together, in one etcd transaction (rule 4 of docs/api.md) — when
+// ever written together, in one etcd transaction (rule 4 of docs/reference/api.md) — when
 // a claim is created Bound or bound later, when it is deleted (the machine
 // is freed), and when its machine goes (the claim is Lost).
 //

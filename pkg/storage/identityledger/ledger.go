@@ -25,7 +25,7 @@ limitations under the License.
 // identity registries: creates and deletes (and a machine's move to Failed)
 // go through transactions built here with package txn; every other read and
 // write stays with the generic store and its watch cache. The rules are
-// those of docs/api.md, rules 1, 2, 3, 9, 10 and 11, on every write path (rule 7).
+// those of docs/reference/api.md, rules 1, 2, 3, 9, 10 and 11, on every write path (rule 7).
 package identityledger
 
 import (
