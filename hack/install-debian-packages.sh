@@ -5,7 +5,7 @@
 # sudo only when not root.
 #
 #   tar, diffutils, gawk, coreutils, procps, util-linux   the scripts
-#   curl                                                  the README's look at the fake GitLab
+#   curl                                                  docs/users/workloads.md's look at the fake GitLab
 #   protobuf-compiler                                     hack/verify-protos.sh
 #   fdisk, mtools, qemu-utils                             the bootdisk builder's tests
 #   python3                                               the bootdisk recovery tests (they run

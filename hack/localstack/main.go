@@ -399,7 +399,7 @@ func createDemo(ctx context.Context, cfg *rest.Config, o options) error {
 	// The Secret with Apple's SMC key that every namespace running macOS
 	// VMs needs (artifacts/kubevirt/README.md) — here a dummy: nothing
 	// boots macOS, and Apple's key is never part of DockerIOS. In the
-	// demo namespace and in default, where the README's examples go.
+	// demo namespace and in default, where artifacts/examples (docs/users/pools-and-classes.md) go.
 	for _, ns := range []string{demoName, metav1.NamespaceDefault} {
 		_, err = kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "dockerios-osk"},

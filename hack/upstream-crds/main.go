@@ -49,7 +49,7 @@ limitations under the License.
 // upstream's own build, not those DockerIOS builds with.
 //
 // virt-operator's part is restated rather than run because its package
-// cannot be built from the Go module proxy (README, "Real schemas").
+// cannot be built from the Go module proxy (docs/contributors/harness.md, "Real schemas").
 package main
 
 import (

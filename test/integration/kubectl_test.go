@@ -34,7 +34,7 @@ import (
 	"github.com/dockerios/dockerios/test/framework"
 )
 
-// examplesDir holds the manifests the README tour uses.
+// examplesDir holds the manifests docs/users/pools-and-classes.md applies.
 func examplesDir(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "artifacts", "examples")
@@ -77,7 +77,7 @@ func TestKubectl_APIResourcesListsEveryKindWithShortNamesAndVerbs(t *testing.T) 
 	assert.Equal(t, want, got)
 }
 
-// TestKubectl_Tour walks the README's tour in order on one server: each
+// TestKubectl_Tour walks the tour of docs/users/pools-and-classes.md in order on one server: each
 // step depends on the state the previous ones left.
 func TestKubectl_Tour(t *testing.T) {
 	_, k := startServer(t)
