@@ -56,8 +56,8 @@ Use it with kubectl:
   kubectl describe mm -n demo        # conditions and events of each machine
   kubectl delete mmclaim build-1 -n demo   # its machine is disposed of
 
-  kubectl apply -f examples/gitlab-runner/deploy/   # two GitLab runners on warm Macs (README:
-  kubectl get glr,mmclaim -n demo                   #   "Building a workload on DockerIOS")
+  kubectl apply -f examples/gitlab-runner/deploy/   # two GitLab runners on warm Macs
+  kubectl get glr,mmclaim -n demo                   #   (docs/users/workloads.md)
 
 hack/local-down.sh stops it.
 MSG

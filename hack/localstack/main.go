@@ -90,6 +90,9 @@ const (
 	// The image's source, a CDI DataSource.
 	demoImageNamespace = "dockerios-images"
 	demoDataSource     = "sonoma-14-6"
+	// demoGuestOSVersion is what the played guests' agents report, as
+	// sw_vers does in a guest of the demo image's release.
+	demoGuestOSVersion = "14.6.1"
 )
 
 type options struct {
@@ -235,8 +238,13 @@ func run(ctx context.Context, t *stackTB, root string, o options) {
 		SetupDelay:    o.setupDelay,
 		// The played golden image has Remote Login on, for workloads such
 		// as the example; DockerIOS itself never logs in to a guest.
-		SSH:  harness.SSHConfig{Port: o.sshPort, User: exampleSSHUser, Password: exampleSSHPassword},
-		Logf: t.Logf,
+		SSH: harness.SSHConfig{Port: o.sshPort, User: exampleSSHUser, Password: exampleSSHPassword},
+		// CDI's DataSources and a guest's macOS version are played too, so
+		// that a golden image can be fetched, installed and promoted here
+		// (docs/users/golden-images.md runs on this stack).
+		DataSources:    true,
+		GuestOSVersion: demoGuestOSVersion,
+		Logf:           t.Logf,
 	})
 	if err != nil {
 		t.Fatalf("starting the harness: %v", err)
@@ -370,13 +378,20 @@ func createDemo(ctx context.Context, cfg *rest.Config, o options) error {
 	check("MacOSImage "+demoName, err)
 	// The image's source, as CDI would hold it once the golden image was
 	// imported: a DataSource, Ready, over its PVC. CDI's DataSource has no
-	// status subresource, so its status is written with it.
+	// status subresource, so its status is written with it; the harness,
+	// playing CDI, finds the PVC and keeps it Ready.
 	dyn, err := dynamic.NewForConfig(harness.StrictFieldValidation(cfg))
 	if err != nil {
 		return err
 	}
 	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoImageNamespace}}, metav1.CreateOptions{})
 	check("Namespace "+demoImageNamespace, err)
+	_, err = kube.CoreV1().PersistentVolumeClaims(demoImageNamespace).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: demoDataSource},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("64Gi")}}},
+	}, metav1.CreateOptions{})
+	check("PersistentVolumeClaim "+demoImageNamespace+"/"+demoDataSource, err)
 	_, err = dyn.Resource(harness.DataSourceGVR).Namespace(demoImageNamespace).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
 		"metadata": map[string]any{"name": demoDataSource, "namespace": demoImageNamespace},
