@@ -188,7 +188,7 @@ func emptyMessage(m *Marker, name types.NamespacedName) string {
 		"the apiserver's data is lost or not mounted. dockerios.io is not served: answering \"not found\" for every machine "+
 		"would have the garbage collector delete what they own, and every client act on a fleet that seems gone. "+
 		"To recover, stop the apiserver and restore the newest backup: dockerios-apiserver ledger restore --snapshot FILE --data-dir DIR "+
-		"(docs/operators/operations.md, \"Restore\"). To start again from an empty ledger instead, losing every identity allocation: "+
+		"(docs/operators/backup-restore.md, \"Restore\"). To start again from an empty ledger instead, losing every identity allocation: "+
 		"kubectl -n %s annotate configmap %s %s=%s (or the flag --confirm-empty-ledger=%s).",
 		name, m.LedgerID, lastSeen(m), name.Namespace, name.Name, ConfirmEmptyAnnotation, m.LedgerID, m.LedgerID)
 }
@@ -197,7 +197,7 @@ func mismatchMessage(e EtcdState, m *Marker, name types.NamespacedName) string {
 	return fmt.Sprintf("etcd holds identity ledger %s, but ConfigMap %s records that this cluster's DockerIOS keeps ledger %s (last seen at %s): "+
 		"the apiserver is pointed at another ledger (another cluster's etcd, or another volume). dockerios.io is not served. "+
 		"Point the apiserver at this cluster's ledger, or stop it and restore this cluster's newest backup: "+
-		"dockerios-apiserver ledger restore --snapshot FILE --data-dir DIR (docs/operators/operations.md, \"Restore\"). "+
+		"dockerios-apiserver ledger restore --snapshot FILE --data-dir DIR (docs/operators/backup-restore.md, \"Restore\"). "+
 		"If ledger %s is the one to keep: kubectl -n %s annotate configmap %s %s=%s (or the flag --adopt-ledger=%s).",
 		e.LedgerID, name, m.LedgerID, lastSeen(m), e.LedgerID, name.Namespace, name.Name, AdoptAnnotation, e.LedgerID, e.LedgerID)
 }

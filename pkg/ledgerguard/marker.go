@@ -142,7 +142,7 @@ func (r markerRecord) configMap(name types.NamespacedName, existing *corev1.Conf
 		cm.Annotations = map[string]string{}
 	}
 	cm.Annotations["dockerios.io/description"] = "The identity ledger this cluster's DockerIOS serves, written by dockerios-apiserver. " +
-		"An apiserver that finds its etcd empty, or holding another ledger, refuses to serve dockerios.io while this says otherwise (docs/operators/operations.md)."
+		"An apiserver that finds its etcd empty, or holding another ledger, refuses to serve dockerios.io while this says otherwise (docs/operators/backup-restore.md)."
 	delete(cm.Annotations, ConfirmEmptyAnnotation)
 	delete(cm.Annotations, AdoptAnnotation)
 	if cm.Data == nil {

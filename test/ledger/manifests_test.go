@@ -65,7 +65,7 @@ func claims(spec corev1.PodSpec) map[string]string {
 }
 
 // The in-cluster restore of the embedded ledger, run as
-// docs/operators/operations.md shows it (sed the snapshot and the image in, apply):
+// docs/operators/backup-restore.md shows it (sed the snapshot and the image in, apply):
 // kube-apiserver accepts it in the restricted namespace without a
 // PodSecurity warning, it mounts the ledger's two volumes where the
 // apiserver does, and the binary takes its arguments (it fails on the

@@ -21,7 +21,7 @@ limitations under the License.
 // fleet is refused, and the garbage collector deletes nothing; the
 // backup taken before restores everything; a backup restores into a
 // fresh install with every UID and allocation. The commands it runs are
-// the ones docs/operators/operations.md shows.
+// the ones docs/operators/backup-restore.md shows.
 package ledger
 
 import (
@@ -298,7 +298,7 @@ func (c *cluster) backup(t *testing.T, dir string) ledgerbackup.Metadata {
 }
 
 // restore stops the apiserver and restores the snapshot over its data
-// directory, moving what it held aside, as docs/operators/operations.md's steps
+// directory, moving what it held aside, as docs/operators/backup-restore.md's steps
 // (and artifacts/ledger/restore-job.yaml) do; it returns how long the
 // restore took.
 func (c *cluster) restore(t *testing.T, snapshot string) (ledgerbackup.Result, time.Duration) {

@@ -233,7 +233,7 @@ func checkUpgrade(t *testing.T, c *Cluster, kube kubernetes.Interface, f *Fleet,
 	assert.Equal(t, next.Version, servedVersion(t, c), "the apiserver's /version is the new release's")
 }
 
-// checkUninstall follows docs/operators/install.md's uninstall: release every
+// checkUninstall follows docs/operators/uninstall.md: release every
 // claim, delete every machine and pool (the controller takes their VMs,
 // disks, Jobs and Secrets down and the identities go back to their pool),
 // then delete the release. What remains is the ledger (its namespace,
@@ -288,7 +288,7 @@ func checkUninstall(t *testing.T, c *Cluster, f *Fleet, release *Release) {
 	assert.Equal(t, identities, back, "every identity, with its UID, after installing again")
 	c.Kubectl.MustRun(t, "", "delete", "-f", c.path("kustomize", "installed.yaml"), "--wait", "--timeout=5m", "--ignore-not-found")
 
-	// Deleting the ledger too (docs/operators/install.md): nothing is left.
+	// Deleting the ledger too (docs/operators/uninstall.md): nothing is left.
 	c.Kubectl.MustRun(t, "", "delete", "-f", release.Ledger, "--wait", "--timeout=5m", "--ignore-not-found")
 	for _, what := range [][]string{
 		{"apiservice", "v1alpha1.dockerios.io"},

@@ -42,7 +42,7 @@ func newLedgerCommand(out, errOut io.Writer) *cobra.Command {
 		Use:   "ledger",
 		Short: "Back up and restore the identity ledger (the etcd DockerIOS stores in)",
 		Long: `Back up and restore the identity ledger: the whole etcd DockerIOS stores in,
-through etcd's own snapshot and restore. See docs/operators/operations.md.`,
+through etcd's own snapshot and restore. See docs/operators/backup-restore.md.`,
 		SilenceUsage: true,
 	}
 	cmd.AddCommand(newBackupCommand(out), newListCommand(out), newCopyCommand(out), newHoldCommand(out, errOut), newRestoreCommand(out, errOut))

@@ -153,7 +153,7 @@ func labelsFor(m *v1alpha1.MacOSMachine) map[string]string {
 // older ledger, or an apiserver started on empty storage, a running
 // machine's MacOSMachine answers 404. The collector would then stop the VM
 // and delete its disks on a guess; instead, the ledger guard reports such
-// objects and a person decides (docs/operators/operations.md).
+// objects and a person decides (docs/operators/backup-restore.md).
 func objectMeta(m *v1alpha1.MacOSMachine, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labelsFor(m)}
 }
