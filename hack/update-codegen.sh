@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates everything under pkg/ that a generator owns: deepcopy, conversion
 # and defaulter functions, OpenAPI definitions, and the clientset, listers,
-# informers and apply configurations in pkg/generated.
+# informers and apply configurations in pkg/generated; and the field reference
+# docs/reference/fields.md, made from those OpenAPI definitions.
 #
 # The generators come from k8s.io/code-generator and k8s.io/kube-openapi at the
 # versions go.mod pins, so the output depends only on this repository.
@@ -47,3 +48,7 @@ kube::codegen::gen_client \
     --output-pkg "${MODULE}/pkg/generated" \
     --boilerplate "${BOILERPLATE}" \
     "${ROOT}/pkg/apis"
+
+# The field reference is read from the OpenAPI definitions written above (the
+# types' doc comments), so it follows the types like any generated code.
+go run "${MODULE}/hack/api-reference" --output "${ROOT}/docs/reference/fields.md"

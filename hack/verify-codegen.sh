@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when the committed generated code (pkg/apis/**/zz_generated.*,
-# pkg/generated) or the API rule report is not what hack/update-codegen.sh
-# produces from the current sources. It regenerates into a scratch copy of
+# pkg/generated), the API rule report or the field reference
+# (docs/reference/fields.md) is not what hack/update-codegen.sh produces from
+# the current sources. It regenerates into a scratch copy of
 # the repository, so the working tree is never touched.
 set -o errexit
 set -o nounset
@@ -20,7 +21,7 @@ CODEGEN_BIN="${ROOT}/bin/codegen" "${SCRATCH}/hack/update-codegen.sh" >/dev/null
 # Compare only what the generators own, so unrelated edits in flight never
 # count as staleness.
 generated() {
-  (cd "$1" && find pkg/generated -type f && find pkg/apis -name 'zz_generated.*' -type f && echo hack/api-rules-violations.list) | LC_ALL=C sort
+  (cd "$1" && find pkg/generated -type f && find pkg/apis -name 'zz_generated.*' -type f && echo hack/api-rules-violations.list && echo docs/reference/fields.md) | LC_ALL=C sort
 }
 status=0
 diff <(generated "${ROOT}") <(generated "${SCRATCH}") || status=$?
