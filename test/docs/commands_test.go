@@ -177,7 +177,13 @@ func runPage(t *testing.T, root, page string) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), pageTimeout)
+	// Within go test's own -timeout too, with time left to stop the stack:
+	// a test killed by that timeout runs no Cleanup and would leave it up.
+	timeout := pageTimeout
+	if deadline, ok := t.Deadline(); ok && time.Until(deadline)-2*time.Minute < timeout {
+		timeout = time.Until(deadline) - 2*time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out bytes.Buffer
 	cmd := exec.Command("bash", scriptPath)
@@ -211,7 +217,7 @@ func runPage(t *testing.T, root, page string) {
 	output := out.String()
 	switch {
 	case timedOut:
-		t.Fatalf("%s did not finish within %s; it was at %s\noutput so far:\n%s", page, pageTimeout, lastStep(output), output)
+		t.Fatalf("%s did not finish within %s; it was at %s\noutput so far:\n%s", page, timeout.Round(time.Second), lastStep(output), output)
 	case runErr != nil:
 		t.Fatalf("%s failed after %s at %s (%v)\noutput:\n%s", page, elapsed, lastStep(output), runErr, output)
 	}
