@@ -241,11 +241,16 @@ func (r *Reconciler) recovery(ctx context.Context, img *v1alpha1.MacOSImage, st 
 }
 
 // failureReason is RecoveryReady's reason for a failed attempt: the
-// builder's, when it is one of the failures it names.
+// builder's, when it is one of the failures it names. Each case returns
+// its constant rather than r, which came from the Job's JSON: the reasons
+// a condition can carry are then the constants here, which
+// test/docs/reasons_test.go reads out of the code.
 func failureReason(r string) string {
 	switch r {
-	case ReasonServiceRefused, ReasonChecksumMismatch:
-		return r
+	case ReasonServiceRefused:
+		return ReasonServiceRefused
+	case ReasonChecksumMismatch:
+		return ReasonChecksumMismatch
 	}
 	return ReasonFailed
 }
