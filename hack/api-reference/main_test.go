@@ -255,6 +255,21 @@ func TestPage_IsTheSameOnEveryRun(t *testing.T) {
 	}
 }
 
+// GitHub's anchors, as it renders these headings.
+func TestSlug_IsGitHubsAnchor(t *testing.T) {
+	tests := []struct{ heading, want string }{
+		{"How to read this page", "how-to-read-this-page"},
+		{"MacOSMachineClass", "macosmachineclass"},
+		{"MacOSMachineClass `spec.systemDisk`", "macosmachineclass-specsystemdisk"},
+		{"MacOSMachineClass `spec.cpu.features[]`", "macosmachineclass-speccpufeatures"},
+		{"Rule 4: binding is atomic", "rule-4-binding-is-atomic"},
+		{"snake_case and-hyphen", "snake_case-and-hyphen"},
+	}
+	for _, tc := range tests {
+		assert.Equal(t, tc.want, slug(tc.heading), tc.heading)
+	}
+}
+
 func TestPage_EveryLinkLandsOnAHeading(t *testing.T) {
 	md := page(t)
 	anchors := map[string]bool{}
