@@ -145,6 +145,13 @@ func (h *Harness) boot(g *guest) {
 		h.logf("guest %s/%s: %v", g.namespace, g.name, err)
 		return
 	}
+	// The session starts after the agent's first look, as loginwindow
+	// comes up after launchd's daemons: on a loaded machine a process may
+	// take longer to start than SetupDelay/2, and an agent whose first
+	// look already finds a session never reports Booted.
+	if !awaitListening(g.ctx, g.addr, agentStartTimeout) {
+		h.logf("guest %s/%s: agent not listening on %s after %s; starting the session all the same", g.namespace, g.name, g.addr, agentStartTimeout)
+	}
 	if !sleep(g.ctx, h.cfg.SetupDelay/2) {
 		return
 	}
@@ -221,6 +228,27 @@ type agentCheck struct {
 	Kind    string `json:"kind"`
 	Path    string `json:"path"`
 	Timeout string `json:"timeout"`
+}
+
+// agentStartTimeout bounds how long a guest's boot waits for its agent to
+// listen: a frozen (partitioned) agent never does.
+const agentStartTimeout = 15 * time.Second
+
+// awaitListening says whether addr accepted a connection within timeout.
+// The agent listens just before its first look at the guest.
+func awaitListening(ctx context.Context, addr string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return true
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return false
+		}
+	}
+	return false
 }
 
 // startAgent writes the guest's files and starts the agent in its own
