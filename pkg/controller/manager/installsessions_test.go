@@ -45,8 +45,8 @@ func TestInstallSessionsOf(t *testing.T) {
 		want  []string
 	}{
 		"every session of the image, in any namespace": {image: "sonoma", want: []string{"builds/sonoma-install-a", "lab/sonoma-install-b"}},
-		"only the image's own sessions":                 {image: "sequoia", want: []string{"builds/sequoia-install"}},
-		"an image no session installs":                  {image: "ventura", want: nil},
+		"only the image's own sessions":                {image: "sequoia", want: []string{"builds/sequoia-install"}},
+		"an image no session installs":                 {image: "ventura", want: nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.ElementsMatch(t, tc.want, installSessionsOf(fleet, tc.image))
