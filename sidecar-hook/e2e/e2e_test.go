@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,9 +127,13 @@ func start(t *testing.T, oskFile string) *sidecar {
 			t.Errorf("the sidecar logged the OSK:\n%s", s.log.String())
 		}
 	})
+	// The socket's file appears at bind, a moment before listen: only a
+	// connection that is accepted says the sidecar serves (a loaded machine
+	// made a call in that moment fail with "connection refused").
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if fi, err := os.Stat(s.socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if c, err := net.Dial("unix", s.socket); err == nil {
+			c.Close()
 			return s
 		}
 		if time.Now().After(deadline) {
