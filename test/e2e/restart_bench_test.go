@@ -656,8 +656,8 @@ func statusDiff(a, b *v1alpha1.MacOSMachineStatus) []string {
 
 // agentRefresh says whether a status change is only the agent report's
 // times and free disk space: the controller's periodic refresh of a Ready
-// machine's report (at most every two minutes), which it makes with or
-// without a restart.
+// machine's report (every ten minutes, never in a restarted controller's
+// first five), which it makes with or without a restart.
 func agentRefresh(diffs []string) bool {
 	for _, d := range diffs {
 		switch d {

@@ -108,6 +108,10 @@ type ProbeResult struct {
 	At time.Time
 	// Took is how long the call lasted.
 	Took time.Duration
+	// Unmoved: the agent answered the answer before this one with the
+	// same observedAt. Its poll loop did not run between the two calls,
+	// which are a poll interval apart: stuck, or slower than the poll.
+	Unmoved bool
 }
 
 type probeEntry struct {
@@ -370,6 +374,9 @@ func (p *Prober) work(ctx context.Context) {
 		notify := false
 		if p.entries[t.UID] == e && ctx.Err() == nil {
 			r := &ProbeResult{Status: st, Err: err, At: p.now(), Took: took}
+			if prev := e.result; st != nil && prev != nil && prev.Status != nil {
+				r.Unmoved = st.ObservedAt.Equal(prev.Status.ObservedAt)
+			}
 			notify = e.waited || news(e.result, r)
 			e.result, e.waited = r, false
 			if p.unread(e, r.At) {

@@ -575,3 +575,48 @@ func TestAnswerNeededFrom(t *testing.T) {
 		})
 	}
 }
+
+// Two answers in a row with one observedAt say the agent's poll loop did
+// not run between them (Unmoved); the first answer, or one that moved on,
+// cannot say so.
+func TestProber_MarksAnAnswerThatDidNotMoveOn(t *testing.T) {
+	now := t0
+	var clock sync.Mutex
+	agents := newFakeAgents()
+	p := startProber(t, ProberConfig{Workers: 2, Ask: agents.ask,
+		Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }})
+	tg := target(1)
+	const every = 30 * time.Second
+	for i, tc := range []struct {
+		observed    time.Time
+		err         error
+		wantUnmoved bool
+	}{
+		{observed: t0, wantUnmoved: false},
+		{observed: t0.Add(25 * time.Second), wantUnmoved: false},
+		{observed: t0.Add(25 * time.Second), wantUnmoved: true},
+		{observed: t0.Add(25 * time.Second), wantUnmoved: true},
+		{err: client.ErrUnreachable, wantUnmoved: false},
+		{observed: t0.Add(25 * time.Second), wantUnmoved: false},
+		{observed: t0.Add(80 * time.Second), wantUnmoved: false},
+	} {
+		agents.set(tg.Address, func() (*api.Status, error) {
+			if tc.err != nil {
+				return nil, tc.err
+			}
+			return &api.Status{Stage: api.StageReady, ObservedAt: tc.observed}, nil
+		})
+		clock.Lock()
+		now = now.Add(every)
+		heard := now
+		clock.Unlock()
+		var r ProbeResult
+		p.Result(tg, every, time.Time{})
+		require.Eventually(t, func() bool {
+			var ok bool
+			r, ok = p.Result(tg, every, time.Time{})
+			return ok && r.At.Equal(heard)
+		}, 5*time.Second, time.Millisecond, "answer %d", i)
+		assert.Equal(t, tc.wantUnmoved, r.Unmoved, "answer %d", i)
+	}
+}

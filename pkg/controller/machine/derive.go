@@ -166,6 +166,9 @@ type Observed struct {
 	AgentErr   error
 	AgentAsked bool
 	AgentSeen  time.Time
+	// AgentUnmoved: the answer before this one, heard by this process,
+	// had the same observedAt (ProbeResult.Unmoved).
+	AgentUnmoved bool
 
 	// NodeNotReady is set when the VMI's node is not Ready (its message),
 	// since NodeNotReadySince by the node's own record.

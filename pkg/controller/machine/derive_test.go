@@ -346,7 +346,7 @@ func TestAgentReason(t *testing.T) {
 	}
 }
 
-func TestStatusChanged_IgnoresFreshLastSeenAlone(t *testing.T) {
+func TestStatusNews_TheAgentsTimesAlone(t *testing.T) {
 	seen := metav1.NewTime(t0)
 	old := v1alpha1.MacOSMachineStatus{Phase: v1alpha1.MachineReady, Agent: &v1alpha1.AgentReport{Stage: "Ready", LastSeenTime: &seen}}
 	later := *old.DeepCopy()
@@ -354,28 +354,27 @@ func TestStatusChanged_IgnoresFreshLastSeenAlone(t *testing.T) {
 	// The agent's status moved on: its times change with every poll.
 	later.Agent.ObservedTime = &metav1.Time{Time: t0.Add(29 * time.Second)}
 	later.Agent.LastProgressTime = &metav1.Time{Time: t0.Add(30 * time.Second)}
-	assert.False(t, statusChanged(&old, &later, t0.Add(30*time.Second)))
-	assert.True(t, statusChanged(&old, &later, t0.Add(3*time.Minute)), "refreshed once it is old")
+	assert.Equal(t, agentTimesOnly, statusNews(&old, &later))
+	assert.Equal(t, nothingNew, statusNews(&old, old.DeepCopy()))
 	later.Agent.Stage = "Degraded"
-	assert.True(t, statusChanged(&old, &later, t0.Add(30*time.Second)))
+	assert.Equal(t, somethingNew, statusNews(&old, &later))
 }
 
 // Free disk space moves with every file the guest writes: alone, it waits
 // for the refresh of the agent's times, as they do.
-func TestStatusChanged_IgnoresFreeDiskSpaceAloneUntilTheRefresh(t *testing.T) {
+func TestStatusNews_FreeDiskSpaceAloneIsTheAgentsTimes(t *testing.T) {
 	seen := metav1.NewTime(t0)
 	old := v1alpha1.MacOSMachineStatus{Phase: v1alpha1.MachineReady, Agent: &v1alpha1.AgentReport{Stage: "Ready", LastSeenTime: &seen,
 		DiskTotalBytes: ptr.To(int64(100 << 30)), DiskFreeBytes: ptr.To(int64(40 << 30))}}
 	later := *old.DeepCopy()
 	later.Agent.LastSeenTime = &metav1.Time{Time: t0.Add(30 * time.Second)}
 	later.Agent.DiskFreeBytes = ptr.To(int64(40<<30 - 12345))
-	assert.False(t, statusChanged(&old, &later, t0.Add(30*time.Second)))
-	assert.True(t, statusChanged(&old, &later, t0.Add(3*time.Minute)), "refreshed once it is old")
+	assert.Equal(t, agentTimesOnly, statusNews(&old, &later))
 	later.Agent.DiskTotalBytes = ptr.To(int64(200 << 30))
-	assert.True(t, statusChanged(&old, &later, t0.Add(30*time.Second)), "a resized disk is news")
+	assert.Equal(t, somethingNew, statusNews(&old, &later), "a resized disk is news")
 	noDisk := *old.DeepCopy()
 	noDisk.Agent.DiskTotalBytes, noDisk.Agent.DiskFreeBytes = nil, nil
-	assert.True(t, statusChanged(&noDisk, &later, t0.Add(30*time.Second)), "a first disk report is news")
+	assert.Equal(t, somethingNew, statusNews(&noDisk, &later), "a first disk report is news")
 }
 
 // Only what a user acts on changes the status: KubeVirt's and CDI's steps
@@ -441,7 +440,7 @@ func TestDerive_AHungMachineIsNotRewrittenWhileItStaysHung(t *testing.T) {
 			later := Derive(m, &o, t0.Add(64*time.Minute)).Status
 			assert.Equal(t, since, meta.FindStatusCondition(later.Conditions, v1alpha1.MachineConditionReady).Message)
 			if o.Agent == nil {
-				assert.False(t, statusChanged(&m.Status, &later, t0.Add(64*time.Minute)), "an hour later, still silent: nothing new to write")
+				assert.Equal(t, nothingNew, statusNews(&m.Status, &later), "an hour later, still silent: nothing new to write")
 			}
 		})
 	}

@@ -80,8 +80,12 @@ const (
 	pollStartingMax = 15 * time.Second
 	pollReady       = 30 * time.Second
 	// agentSeenRefresh: a Ready machine's status is rewritten for the
-	// agent's lastSeenTime alone at most this often.
-	agentSeenRefresh = 2 * time.Minute
+	// agent's times alone (lastSeenTime and the like) about this often.
+	// Liveness is not read from them: AgentReachable and Ready change at
+	// the poll that finds a change. Each refresh is an etcd write and a
+	// watch event to every client, N÷agentSeenRefresh of them a minute
+	// over a fleet of N that says nothing new.
+	agentSeenRefresh = 10 * time.Minute
 	// teardownPoll is how often teardown looks again while waiting.
 	teardownPoll = 2 * time.Second
 	// imagesRetry is how often a machine waiting for the images'
@@ -140,7 +144,8 @@ type Reconciler struct {
 	StorageHoldBack time.Duration
 	Now             func() time.Time
 
-	own ownWrites
+	own     ownWrites
+	refresh agentRefresh
 }
 
 // Result says when to look at the machine again without an event.
@@ -158,6 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 	m, err := r.Listers.Machines.MacOSMachines(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		r.own.forget(types.NamespacedName{Namespace: namespace, Name: name})
+		r.refresh.forget(types.NamespacedName{Namespace: namespace, Name: name})
 		return Result{}, nil
 	}
 	if err != nil {
@@ -194,7 +200,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 				now := r.now()
 				if res, ok := r.Prober.Result(ProbeTarget{Namespace: m.Namespace, Name: m.Name, UID: m.UID, Address: addr, Token: o.Secret.Data[TokenSecretKey]},
 					agentPoll(m, since, now), answerNeededFrom(m, o, r.Fleet.Over(), now)); ok {
-					o.Agent, o.AgentErr, o.AgentSeen = res.Status, res.Err, res.At
+					o.Agent, o.AgentErr, o.AgentSeen, o.AgentUnmoved = res.Status, res.Err, res.At, res.Unmoved
 				}
 			}
 		}
@@ -204,7 +210,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name string) (Res
 	}
 
 	d := Derive(m, o, r.now())
-	if _, err := r.writeStatus(ctx, m, d.Status); err != nil {
+	if _, err := r.writeStatus(ctx, m, d.Status, o.AgentUnmoved); err != nil {
 		return Result{}, err
 	}
 	if d.Fail != nil {
@@ -774,9 +780,21 @@ func (r *Reconciler) builderExit(ctx context.Context, job *batchv1.Job) (*Builde
 // returns the machine as it now is: the write's answer, or m when nothing
 // was written. A later write of the same pass conditioned on the machine's
 // resourceVersion must use it, or it conflicts with this one.
-func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, st v1alpha1.MacOSMachineStatus) (*v1alpha1.MacOSMachine, error) {
-	if !statusChanged(&m.Status, &st, r.now()) {
+//
+// A status that differs only in the agent's times is written when the
+// refresh is due (agentRefresh), or at once when the agent stopped moving
+// on (agentUnmoved: two answers in a row with one observedAt) and the
+// stored status does not hold the observedAt it repeats: stored, it stops
+// lastProgressTime, and the machine is found hung agentUnresponsiveTimeout
+// later.
+func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, st v1alpha1.MacOSMachineStatus, agentUnmoved bool) (*v1alpha1.MacOSMachine, error) {
+	switch statusNews(&m.Status, &st) {
+	case nothingNew:
 		return m, nil
+	case agentTimesOnly:
+		if !(agentUnmoved && observedMoved(m.Status.Agent, st.Agent)) && !r.refresh.due(m, r.now()) {
+			return m, nil
+		}
 	}
 	old := m.Status.Phase
 	updated := m.DeepCopy()
@@ -805,20 +823,27 @@ func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, 
 	return written, nil
 }
 
-// statusChanged ignores the agent's lastSeenTime, observedTime and
-// lastProgressTime alone until they are agentSeenRefresh old, so Ready
-// machines are not rewritten on every poll. (A stuck agent is still found:
-// the first rewrite after it stuck stores the status it repeats, and its
-// lastProgressTime stops there.) The free disk space waits for the same
-// refresh: it moves with every file the guest writes, so it would rewrite
-// every Ready machine on every poll, and a guest short of space says so at
-// once through its stage and message (the agent's disk floor check).
-func statusChanged(old, new *v1alpha1.MacOSMachineStatus, now time.Time) bool {
+// statusNews is what the derived status says beyond the stored one.
+type statusNewsKind int
+
+const (
+	nothingNew statusNewsKind = iota
+	// agentTimesOnly: only the agent's lastSeenTime, observedTime and
+	// lastProgressTime, and its free disk space, which moves with every
+	// file the guest writes (a guest short of space says so at once
+	// through its stage and message: the agent's disk floor check). They
+	// change at every poll; written each time, every Ready machine would
+	// be a write at every poll.
+	agentTimesOnly
+	somethingNew
+)
+
+func statusNews(old, new *v1alpha1.MacOSMachineStatus) statusNewsKind {
 	if apiequality.Semantic.DeepEqual(old, new) {
-		return false
+		return nothingNew
 	}
 	if old.Agent == nil || new.Agent == nil || old.Agent.LastSeenTime == nil || new.Agent.LastSeenTime == nil {
-		return true
+		return somethingNew
 	}
 	a := old.DeepCopy()
 	a.Agent.LastSeenTime, a.Agent.ObservedTime, a.Agent.LastProgressTime = new.Agent.LastSeenTime, new.Agent.ObservedTime, new.Agent.LastProgressTime
@@ -826,9 +851,18 @@ func statusChanged(old, new *v1alpha1.MacOSMachineStatus, now time.Time) bool {
 		a.Agent.DiskFreeBytes = new.Agent.DiskFreeBytes
 	}
 	if !apiequality.Semantic.DeepEqual(a, new) {
-		return true
+		return somethingNew
 	}
-	return now.Sub(old.Agent.LastSeenTime.Time) > agentSeenRefresh
+	return agentTimesOnly
+}
+
+// observedMoved says whether the new report's observedTime is another
+// than the stored one (in whole seconds, as stored).
+func observedMoved(old, new *v1alpha1.AgentReport) bool {
+	if old == nil || new == nil || old.ObservedTime == nil || new.ObservedTime == nil {
+		return (old == nil || old.ObservedTime == nil) != (new == nil || new.ObservedTime == nil)
+	}
+	return old.ObservedTime.Unix() != new.ObservedTime.Unix()
 }
 
 func (r *Reconciler) holdBack() time.Duration {

@@ -160,7 +160,7 @@ func TestWriteStatus_AHungMachineGetsOneWarningEvent(t *testing.T) {
 
 	var err error
 	for _, now := range []time.Time{t0.Add(2 * time.Minute), t0.Add(4 * time.Minute), t0.Add(5 * time.Minute)} {
-		m, err = r.writeStatus(context.Background(), m, Derive(m, &o, now).Status)
+		m, err = r.writeStatus(context.Background(), m, Derive(m, &o, now).Status, false)
 		require.NoError(t, err)
 	}
 	require.True(t, Hung(m))

@@ -65,7 +65,7 @@ func (r *Reconciler) teardown(ctx context.Context, m *v1alpha1.MacOSMachine) (Re
 	}
 	// The finalizer's removal below is conditioned on the machine's
 	// resourceVersion: the one this write leaves, not the one it replaced.
-	if m, err = r.writeStatus(ctx, m, *st); err != nil {
+	if m, err = r.writeStatus(ctx, m, *st, false); err != nil {
 		return Result{}, err
 	}
 	waiting, err := r.removeOwned(ctx, m, o)
@@ -238,7 +238,7 @@ func (r *Reconciler) disposeFailed(ctx context.Context, m *v1alpha1.MacOSMachine
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.MachineIdentityFenced, Status: metav1.ConditionFalse,
 			Reason: ReasonVMGone, ObservedGeneration: m.Generation, LastTransitionTime: metav1.NewTime(r.now()),
 			Message: fmt.Sprintf("VirtualMachineInstance %s is gone (KubeVirt removes it only once its launcher pod is): the identity is given back", NamesFor(m).VirtualMachine)})
-		if _, err := r.writeStatus(ctx, m, *st); err != nil {
+		if _, err := r.writeStatus(ctx, m, *st, false); err != nil {
 			return Result{}, err
 		}
 		r.Recorder.Eventf(m, corev1.EventTypeNormal, "IdentityUnfenced", "VirtualMachineInstance %s is gone: the identity is given back", NamesFor(m).VirtualMachine)

@@ -209,7 +209,7 @@ func schema_pkg_apis_dockerio_v1alpha1_AgentReport(ref common.ReferenceCallback)
 					},
 					"lastSeenTime": {
 						SchemaProps: spec.SchemaProps{
-							Description: "lastSeenTime is when the agent last answered.",
+							Description: "lastSeenTime is when the agent last answered, as last written: while nothing else in the status changes it is rewritten only about every ten minutes (each rewrite is an etcd write and a watch event to every client). Whether the agent answers now is the AgentReachable condition.",
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},

@@ -840,7 +840,11 @@ type AgentReport struct {
 	// stage the guest agent reported.
 	// +optional
 	Stage AgentStage `json:"stage,omitempty"`
-	// lastSeenTime is when the agent last answered.
+	// lastSeenTime is when the agent last answered, as last written: while
+	// nothing else in the status changes it is rewritten only about every
+	// ten minutes (each rewrite is an etcd write and a watch event to every
+	// client). Whether the agent answers now is the AgentReachable
+	// condition.
 	// +optional
 	LastSeenTime *metav1.Time `json:"lastSeenTime,omitempty"`
 	// version of the agent.

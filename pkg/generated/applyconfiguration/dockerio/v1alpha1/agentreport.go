@@ -30,7 +30,11 @@ import (
 type AgentReportApplyConfiguration struct {
 	// stage the guest agent reported.
 	Stage *dockeriov1alpha1.AgentStage `json:"stage,omitempty"`
-	// lastSeenTime is when the agent last answered.
+	// lastSeenTime is when the agent last answered, as last written: while
+	// nothing else in the status changes it is rewritten only about every
+	// ten minutes (each rewrite is an etcd write and a watch event to every
+	// client). Whether the agent answers now is the AgentReachable
+	// condition.
 	LastSeenTime *v1.Time `json:"lastSeenTime,omitempty"`
 	// version of the agent.
 	Version *string `json:"version,omitempty"`
