@@ -783,16 +783,18 @@ func (r *Reconciler) builderExit(ctx context.Context, job *batchv1.Job) (*Builde
 //
 // A status that differs only in the agent's times is written when the
 // refresh is due (agentRefresh), or at once when the agent stopped moving
-// on (agentUnmoved: two answers in a row with one observedAt) and the
-// stored status does not hold the observedAt it repeats: stored, it stops
-// lastProgressTime, and the machine is found hung agentUnresponsiveTimeout
-// later.
+// on (agentUnmoved: two answers in a row with one observedAt) in a machine
+// that has been Ready, and the stored status does not hold the observedAt
+// it repeats: stored, it stops lastProgressTime, and the machine is found
+// hung agentUnresponsiveTimeout later. (Only a machine that has been Ready
+// can be found hung; while one starts, its agent is asked every 2 to 15
+// seconds, often twice within one of the agent's own polls.)
 func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, st v1alpha1.MacOSMachineStatus, agentUnmoved bool) (*v1alpha1.MacOSMachine, error) {
 	switch statusNews(&m.Status, &st) {
 	case nothingNew:
 		return m, nil
 	case agentTimesOnly:
-		if !(agentUnmoved && observedMoved(m.Status.Agent, st.Agent)) && !r.refresh.due(m, r.now()) {
+		if !(agentUnmoved && WasReady(m) && observedMoved(m.Status.Agent, st.Agent)) && !r.refresh.due(m, r.now()) {
 			return m, nil
 		}
 	}
@@ -823,7 +825,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, m *v1alpha1.MacOSMachine, 
 	return written, nil
 }
 
-// statusNews is what the derived status says beyond the stored one.
+// statusNewsKind is what a derived status says beyond the stored one.
 type statusNewsKind int
 
 const (
@@ -838,6 +840,7 @@ const (
 	somethingNew
 )
 
+// statusNews is what the derived status new says beyond the stored old.
 func statusNews(old, new *v1alpha1.MacOSMachineStatus) statusNewsKind {
 	if apiequality.Semantic.DeepEqual(old, new) {
 		return nothingNew

@@ -207,3 +207,28 @@ func TestWriteStatus_AnAgentThatStoppedMovingOnIsStoredAtOnce(t *testing.T) {
 	}
 	assert.Equal(t, 2, writes.count())
 }
+
+// While a machine starts its agent is asked every 2 to 15 seconds, often
+// twice within one of the agent's own polls: two answers with one
+// observedAt say nothing there (only a machine that has been Ready can be
+// found hung), and are not a write.
+func TestWriteStatus_AStartingMachinesRepeatedAnswerIsNoWrite(t *testing.T) {
+	now := t0
+	writes := &statusWrites{}
+	r := quietReconciler(writes, &now)
+	m := testMachine()
+	m.ResourceVersion = "1"
+	o := readyGuest(t0, t0.Add(-time.Second), false)
+	o.Agent.Stage = api.StageBooted
+	m.Status = Derive(m, o, t0).Status
+	require.False(t, WasReady(m))
+	for i := range 5 {
+		now = t0.Add(time.Duration(i+1) * 2 * time.Second)
+		o := readyGuest(now, t0.Add(time.Duration(i)*2*time.Second), true)
+		o.Agent.Stage = api.StageBooted
+		var err error
+		m, err = r.writeStatus(context.Background(), m, Derive(m, o, now).Status, true)
+		require.NoError(t, err)
+	}
+	assert.Zero(t, writes.count())
+}
