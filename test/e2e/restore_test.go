@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
@@ -50,7 +51,10 @@ import (
 //     (HeldOutsideLedger, naming the VM; Events on the VMs) before it lifts
 //     the restore's hold.
 //   - New machines get the one identity really free, never X or Y.
-//   - A person deletes the orphaned objects: X and Y go to waiting machines.
+//   - A person deletes the orphaned objects: X and Y go to waiting machines,
+//     and nothing is made again for m1 or m2 (the controller's cache shows
+//     them for a while after the restore: it asks the ledger before it
+//     makes anything).
 func TestRestoreOfAnOlderLedgerUnderARunningFleet(t *testing.T) {
 	e := startOn(t, framework.StartControlPlaneEmbeddedLedger(t), []string{"--ledger-guard-interval=2s"})
 	ctx := context.Background()
@@ -137,6 +141,7 @@ func TestRestoreOfAnOlderLedgerUnderARunningFleet(t *testing.T) {
 
 	// A person deletes the orphans; X and Y go to the waiting machine and
 	// back to the pool.
+	deletedAt := time.Now().Truncate(time.Second) // creationTimestamp has seconds
 	for _, m := range live {
 		sel := metav1.ListOptions{LabelSelector: labels.Set{machine.MachineUIDLabel: string(m.UID)}.String()}
 		require.NoError(t, e.dynamic(t).Resource(external.VirtualMachines).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, sel))
@@ -160,4 +165,50 @@ func TestRestoreOfAnOlderLedgerUnderARunningFleet(t *testing.T) {
 		e.waitMachine(t, ns, name, 90*time.Second, "Ready", phaseIs(v1alpha1.MachineReady))
 	}
 	e.waitMachine(t, ns, "m0", 10*time.Second, "still Ready", phaseIs(v1alpha1.MachineReady))
+
+	// Nothing was made again for m1 or m2: the controller's cache may show
+	// them for a while after the restore, and what it made for them would
+	// carry X or Y beside n1 or n2.
+	for _, m := range live {
+		assert.Empty(t, e.madeSince(t, ns, string(m.UID), deletedAt), "made for %s, which the restored ledger lacks, after a person deleted its objects", m.Name)
+	}
+}
+
+// madeSince lists, as "Kind name", the objects labelled with machine UID
+// uid that were created at or after since.
+func (e *env) madeSince(t testing.TB, ns, uid string, since time.Time) []string {
+	t.Helper()
+	ctx := context.Background()
+	sel := metav1.ListOptions{LabelSelector: labels.Set{machine.MachineUIDLabel: uid}.String()}
+	var out []string
+	note := func(kind string, o metav1.Object) {
+		if !o.GetCreationTimestamp().Time.Before(since) {
+			out = append(out, kind+" "+o.GetName())
+		}
+	}
+	s, err := e.kube.CoreV1().Secrets(ns).List(ctx, sel)
+	require.NoError(t, err)
+	for i := range s.Items {
+		note("Secret", &s.Items[i])
+	}
+	p, err := e.kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, sel)
+	require.NoError(t, err)
+	for i := range p.Items {
+		note("PersistentVolumeClaim", &p.Items[i])
+	}
+	j, err := e.kube.BatchV1().Jobs(ns).List(ctx, sel)
+	require.NoError(t, err)
+	for i := range j.Items {
+		note("Job", &j.Items[i])
+	}
+	for kind, gvr := range map[string]schema.GroupVersionResource{
+		"DataVolume": external.DataVolumes, "VirtualMachine": external.VirtualMachines, "VirtualMachineInstance": external.VirtualMachineInstances,
+	} {
+		l, err := e.dynamic(t).Resource(gvr).Namespace(ns).List(ctx, sel)
+		require.NoError(t, err)
+		for i := range l.Items {
+			note(kind, &l.Items[i])
+		}
+	}
+	return out
 }

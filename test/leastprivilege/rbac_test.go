@@ -51,7 +51,7 @@ type need struct {
 // ClusterRole dockerios-controller, found by reading every client call and
 // informer. Informers list and watch; "get" is a live read.
 var controllerNeeds = []need{
-	{"dockerios.io", "macosmachines", []string{"list", "watch"}, false, "manager: machines informer"},
+	{"dockerios.io", "macosmachines", []string{"list", "watch"}, false, "manager: machines informer; vmaudit.Guard: live list while a pool is on hold"},
 	{"dockerios.io", "macosmachines", []string{"get"}, false, "kubectl patch with this role (test/aggregated) reads first; list discloses as much"},
 	{"dockerios.io", "macosmachines", []string{"create", "delete"}, false, "pool.Reconciler: scale up and down, class claims"},
 	{"dockerios.io", "macosmachines", []string{"patch"}, false, "machine.removeFinalizer"},
@@ -69,9 +69,11 @@ var controllerNeeds = []need{
 	{"dockerios.io", "macosimages", []string{"get"}, true, "image.Reconciler: live read before acting on its status"},
 	{"dockerios.io", "macosimages/status", []string{"patch"}, true, "image.Reconciler"},
 	{"dockerios.io", "macosimages/finalizers", []string{"update"}, true, "the apiserver on a recovery Job's blockOwnerDeletion owner reference"},
-	{"dockerios.io", "macosidentities", []string{"list", "watch"}, true, "manager: identities informer"},
+	{"dockerios.io", "macosidentities", []string{"list", "watch"}, true, "manager: identities informer; vmaudit.Guard: live list while a pool is on hold"},
+	{"dockerios.io", "macosidentities", []string{"get"}, true, "machine.Reconciler.mayMake: the ledger read live before anything is made"},
 	{"dockerios.io", "macosidentities/status", []string{"update"}, true, "vmaudit.Guard: HeldOutsideLedger"},
 	{"dockerios.io", "macosidentitypools", []string{"list", "watch"}, true, "manager: metrics of identity pools"},
+	{"dockerios.io", "macosidentitypools", []string{"get"}, true, "machine.Reconciler.mayMake: a restore's hold read live"},
 	{"dockerios.io", "macosidentitypools", []string{"use"}, true, "checked by the apiserver on every machine the controller creates"},
 	{"dockerios.io", "macosidentitypools/hold", []string{"delete"}, true, "vmaudit.Guard: lifts a restored pool's hold"},
 	{"", "secrets", []string{"list", "watch"}, false, "manager: informer of Secrets labelled dockerios.io/machine-uid"},

@@ -43,6 +43,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/controller/external"
+	dfake "github.com/dockerios/dockerios/pkg/generated/clientset/versioned/fake"
 )
 
 // actEnv is a reconciler whose machine has its Secrets, bootdisk PVC and a
@@ -76,6 +77,8 @@ func newActEnv(t *testing.T, m *v1alpha1.MacOSMachine) *actEnv {
 			PVC: BootdiskPVC(m, class), Job: done},
 		r: &Reconciler{
 			Kube: kube, Dynamic: dyn,
+			// The ledger records the machine as its identity's holder.
+			Client:   dfake.NewClientset(testIdentity(), &v1alpha1.MacOSIdentityPool{ObjectMeta: metav1.ObjectMeta{Name: "standard"}}),
 			Listers:  Listers{Secrets: corelisters.NewSecretLister(secrets), Jobs: batchlisters.NewJobLister(jobs)},
 			Recorder: recorder,
 			Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),

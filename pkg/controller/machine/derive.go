@@ -198,6 +198,10 @@ type Observed struct {
 	// an agent not answering says nothing about this guest; startTimeout
 	// does not fail machines meanwhile.
 	NetworkFault bool
+
+	// ledger is what the apiserver said about making things for the
+	// machine, read once by the pass's first create (mayMake).
+	ledger ledgerCheck
 }
 
 // BuilderExit is how a bootdisk builder ended: its exit status (see

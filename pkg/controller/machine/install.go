@@ -207,6 +207,9 @@ func (r *Reconciler) createRecoveryDisk(ctx context.Context, m *v1alpha1.MacOSMa
 	if err != nil {
 		return err
 	}
+	if ok, err := r.mayMake(ctx, m, o, requeue); !ok {
+		return err
+	}
 	if err := external.Create(ctx, r.Dynamic, external.DataVolumes, dv); apierrors.IsAlreadyExists(err) {
 		if err := r.alreadyMine(ctx, m, external.DataVolumes, "DataVolume", dv.Name); err != nil {
 			return err

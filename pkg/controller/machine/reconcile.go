@@ -433,17 +433,23 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		}
 	}
 	if o.Secret == nil && !o.TokenLost {
+		if ok, err := r.mayMake(ctx, m, o, requeue); !ok {
+			return err
+		}
 		s, err := r.ensureSecret(ctx, m)
 		if err != nil {
 			return err
 		}
 		o.Secret = s
 	}
-	identityReady, err := r.ensureIdentitySecret(ctx, m, o.Identity, requeue)
+	identityReady, err := r.ensureIdentitySecret(ctx, m, o, requeue)
 	if err != nil {
 		return err
 	}
 	if o.PVC == nil && !o.BootdiskLost {
+		if ok, err := r.mayMake(ctx, m, o, requeue); !ok {
+			return err
+		}
 		pvc, err := r.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Create(ctx, BootdiskPVC(m, o.Class), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			// Made by an earlier pass the cache has not shown yet.
@@ -481,6 +487,9 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 			dv, err = InstallSystemDisk(m, o.Class), nil
 		}
 		if err != nil {
+			return err
+		}
+		if ok, err := r.mayMake(ctx, m, o, requeue); !ok {
 			return err
 		}
 		if err := external.Create(ctx, r.Dynamic, external.DataVolumes, dv); apierrors.IsAlreadyExists(err) {
@@ -525,6 +534,9 @@ func (r *Reconciler) act(ctx context.Context, m *v1alpha1.MacOSMachine, o *Obser
 		// An install session being promoted is made stopped.
 		vm, err := VirtualMachine(m, o.Class, o.Identity, settings, o.Promotion == nil)
 		if err != nil {
+			return err
+		}
+		if ok, err := r.mayMake(ctx, m, o, requeue); !ok {
 			return err
 		}
 		if err := external.Create(ctx, r.Dynamic, external.VirtualMachines, vm); apierrors.IsAlreadyExists(err) {
@@ -600,14 +612,17 @@ func (r *Reconciler) ensureSecret(ctx context.Context, m *v1alpha1.MacOSMachine)
 // the Secret is there for the bootdisk Job to mount; one holding other
 // values (never made by this controller for this identity) is deleted and
 // made again on a later pass.
-func (r *Reconciler) ensureIdentitySecret(ctx context.Context, m *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, requeue *time.Duration) (bool, error) {
-	want := IdentitySecret(m, id)
+func (r *Reconciler) ensureIdentitySecret(ctx context.Context, m *v1alpha1.MacOSMachine, o *Observed, requeue *time.Duration) (bool, error) {
+	want := IdentitySecret(m, o.Identity)
 	secrets := r.Kube.CoreV1().Secrets(m.Namespace)
 	s, err := getOrNil(r.Listers.Secrets.Secrets(m.Namespace).Get(want.Name))
 	if err != nil {
 		return false, err
 	}
 	if s == nil {
+		if ok, err := r.mayMake(ctx, m, o, requeue); !ok {
+			return false, err
+		}
 		created, err := secrets.Create(ctx, want, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			// Made by an earlier pass the cache has not shown yet.
@@ -655,6 +670,9 @@ func (r *Reconciler) bootdisk(ctx context.Context, m *v1alpha1.MacOSMachine, o *
 		}
 		job, err := BootdiskJob(m, o.Identity, o.Class, settings)
 		if err != nil {
+			return err
+		}
+		if ok, err := r.mayMake(ctx, m, o, requeue); !ok {
 			return err
 		}
 		created, err := r.Kube.BatchV1().Jobs(m.Namespace).Create(ctx, job, metav1.CreateOptions{})
@@ -1022,7 +1040,7 @@ func (r *Reconciler) identityInDoubt(id *v1alpha1.MacOSIdentity) string {
 	if err != nil {
 		return ""
 	}
-	if c := meta.FindStatusCondition(pool.Status.Conditions, "OnHold"); c != nil && c.Status == metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.IdentityPoolOnHold); c != nil && c.Status == metav1.ConditionTrue {
 		return "its MacOSIdentityPool " + pool.Name + " is on hold: " + c.Message
 	}
 	return ""

@@ -35,6 +35,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	dfake "github.com/dockerios/dockerios/pkg/generated/clientset/versioned/fake"
 )
 
 // secretsEnv is a reconciler over a fake clientset holding inAPI, whose
@@ -56,6 +59,7 @@ func newSecretsEnv(t *testing.T, inAPI []runtime.Object, cached ...*corev1.Secre
 	jobs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	return &secretsEnv{kube: kube, secrets: secrets, r: &Reconciler{
 		Kube:     kube,
+		Client:   dfake.NewClientset(testIdentity(), &v1alpha1.MacOSIdentityPool{ObjectMeta: metav1.ObjectMeta{Name: "standard"}}),
 		Listers:  Listers{Secrets: corelisters.NewSecretLister(secrets), Jobs: batchlisters.NewJobLister(jobs)},
 		Recorder: record.NewFakeRecorder(100),
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -123,7 +127,7 @@ func TestEnsureIdentitySecret(t *testing.T) {
 			e := newSecretsEnv(t, tc.inAPI, tc.cached...)
 			e.kube.ClearActions()
 			var requeue time.Duration
-			ready, err := e.r.ensureIdentitySecret(context.Background(), testMachine(), testIdentity(), &requeue)
+			ready, err := e.r.ensureIdentitySecret(context.Background(), testMachine(), &Observed{Identity: testIdentity()}, &requeue)
 			if tc.err != "" {
 				assert.ErrorContains(t, err, tc.err)
 			} else {

@@ -242,7 +242,7 @@ func (c *cacheCollector) collectPools(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(quarantined[p.Name]), p.Name, "quarantined")
 		ch <- prometheus.MustNewConstMetric(c.pool, prometheus.GaugeValue, float64(outside[p.Name]), p.Name, "heldOutsideLedger")
 		held := 0.0
-		if meta.IsStatusConditionTrue(p.Status.Conditions, "OnHold") {
+		if meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.IdentityPoolOnHold) {
 			held = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.onHold, prometheus.GaugeValue, held, p.Name)

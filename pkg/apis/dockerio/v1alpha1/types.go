@@ -504,6 +504,13 @@ type MacOSIdentityPoolStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
+// IdentityPoolOnHold is the MacOSIdentityPool condition that is True (reason
+// Restored) while the pool is on hold: a restore of the ledger puts every
+// pool on hold, and the pool gives out no identity, nor may anything be
+// started with one of its identities, until the controller has compared
+// what runs with the restored ledger and lifted the hold.
+const IdentityPoolOnHold = "OnHold"
+
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // MacOSIdentityPoolList is a list of MacOSIdentityPool.
