@@ -36,6 +36,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -50,6 +51,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/client-go/tools/record"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -77,9 +79,6 @@ const (
 	EventOrphanedVM        = "RunsWithIdentityLedgerDoesNotRecord"
 	EventUnknownIdentity   = "RunsWithIdentityNotInLedger"
 	EventPoolHoldLifted    = "PoolHoldLifted"
-	// onHoldCondition is the pool condition the apiserver sets while a
-	// restore's hold is on (identityledger.PoolOnHold).
-	onHoldCondition = "OnHold"
 )
 
 // Guard sweeps the cluster against the ledger.
@@ -94,6 +93,10 @@ type Guard struct {
 	Log        *slog.Logger
 	// Leading says whether this replica may write now.
 	Leading func() bool
+
+	// liftHold lifts a pool's hold (DELETE macosidentitypools/NAME/hold
+	// when nil); tests replace it, fake clientsets having no REST client.
+	liftHold func(ctx context.Context, pool string) error
 }
 
 // user is an object that runs with (or carries) an identity's values.
@@ -121,7 +124,7 @@ func (g *Guard) Run(ctx context.Context, interval time.Duration) {
 // Sweep compares once, reports what it finds and lifts pools' holds if it
 // could report everything.
 func (g *Guard) Sweep(ctx context.Context) error {
-	identities, err := g.Identities.List(labels.Everything())
+	identities, machines, err := g.ledger(ctx)
 	if err != nil {
 		return err
 	}
@@ -130,10 +133,6 @@ func (g *Guard) Sweep(ctx context.Context) error {
 		bySerial[id.Spec.SerialNumber] = id
 	}
 	knownMachine := map[string]bool{}
-	machines, err := g.Machines.List(labels.Everything())
-	if err != nil {
-		return err
-	}
 	for _, m := range machines {
 		knownMachine[string(m.UID)] = true
 	}
@@ -209,6 +208,53 @@ func (g *Guard) Sweep(ctx context.Context) error {
 	return g.liftHolds(ctx)
 }
 
+// ledger is the ledger's identities and machines the sweep compares with:
+// the informers' while no pool is on hold, and the apiserver's own (a
+// consistent list, past the cache) while one is. A sweep that lifts a
+// restore's hold must compare with the restored ledger, and the cache can
+// show the ledger from before the restore for tens of seconds (each
+// informer relists on its own, after the watch's backoff while the
+// apiserver restarted): a VM whose machine the cache still shows would pass
+// as recorded, and its identity be given out again once the hold is lifted.
+func (g *Guard) ledger(ctx context.Context) ([]*v1alpha1.MacOSIdentity, []*v1alpha1.MacOSMachine, error) {
+	pools, err := g.Pools.List(labels.Everything())
+	if err != nil {
+		return nil, nil, err
+	}
+	onHold := slices.ContainsFunc(pools, func(p *v1alpha1.MacOSIdentityPool) bool {
+		return meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.IdentityPoolOnHold)
+	})
+	if !onHold {
+		identities, err := g.Identities.List(labels.Everything())
+		if err != nil {
+			return nil, nil, err
+		}
+		machines, err := g.Machines.List(labels.Everything())
+		return identities, machines, err
+	}
+	var identities []*v1alpha1.MacOSIdentity
+	err = pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return g.Client.DockeriosV1alpha1().MacOSIdentities().List(ctx, opts)
+	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		identities = append(identities, obj.(*v1alpha1.MacOSIdentity))
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the ledger's identities: %w", err)
+	}
+	var machines []*v1alpha1.MacOSMachine
+	err = pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return g.Client.DockeriosV1alpha1().MacOSMachines(metav1.NamespaceAll).List(ctx, opts)
+	}).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		machines = append(machines, obj.(*v1alpha1.MacOSMachine))
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the ledger's machines: %w", err)
+	}
+	return identities, machines, nil
+}
+
 func asUnstructured(obj runtime.Object) *unstructured.Unstructured {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -273,10 +319,16 @@ func (g *Guard) liftHolds(ctx context.Context) error {
 		return err
 	}
 	for _, p := range pools {
-		if !meta.IsStatusConditionTrue(p.Status.Conditions, onHoldCondition) {
+		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.IdentityPoolOnHold) {
 			continue
 		}
-		err := g.Client.DockeriosV1alpha1().RESTClient().Delete().Resource("macosidentitypools").Name(p.Name).SubResource("hold").Do(ctx).Error()
+		lift := g.liftHold
+		if lift == nil {
+			lift = func(ctx context.Context, pool string) error {
+				return g.Client.DockeriosV1alpha1().RESTClient().Delete().Resource("macosidentitypools").Name(pool).SubResource("hold").Do(ctx).Error()
+			}
+		}
+		err := lift(ctx, p.Name)
 		if apierrors.IsNotFound(err) {
 			continue // lifted already; the status follows
 		}
