@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/runtime"
@@ -36,6 +37,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -93,6 +95,17 @@ type Config struct {
 
 const uidIndex = "uid"
 
+// eventScheme knows every typed object an Event of the controller is about:
+// DockerIOS's own and Kubernetes' (an identity Secret the ledger guard
+// reports, a Job, a PVC). An Event about an object of a kind the recorder's
+// scheme lacks is dropped, with only a line in the log.
+func eventScheme() *kruntime.Scheme {
+	s := kruntime.NewScheme()
+	runtime.Must(clientgoscheme.AddToScheme(s))
+	runtime.Must(dscheme.AddToScheme(s))
+	return s
+}
+
 // Run runs the reconcilers until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	kube, err := kubernetes.NewForConfig(cfg.RESTConfig)
@@ -120,8 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	scheme := dscheme.Scheme
-	recorder := broadcaster.NewRecorder(scheme, eventSource())
+	recorder := broadcaster.NewRecorder(eventScheme(), eventSource())
 
 	// Only objects DockerIOS made are cached: not every Secret of the cluster.
 	owned, err := labels.NewRequirement(machine.MachineUIDLabel, selection.Exists, nil)
