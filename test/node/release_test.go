@@ -201,7 +201,12 @@ func TestRelease(t *testing.T) {
 	t.Run("pods run restricted, from the release's images", func(t *testing.T) { checkPods(t, c, kube, first) })
 	t.Run("the API is served through the aggregation layer", func(t *testing.T) { checkAPI(t, c, first.Version) })
 	t.Run("the controller is leader-elected and its webhook answers kube-apiserver", func(t *testing.T) { checkController(t, c, kube) })
-	fleet := startFleet(t, c, kube, 4, 6)
+	// Local volumes are Retain and never reused: every machine the pool
+	// makes takes one for good. The upgrade's client loop binds (and so
+	// replaces) as many machines as come Ready while it runs, which a slow
+	// upgrade makes more of; six ran out in a CI run (two replacements
+	// waited on Pending PVCs for five minutes).
+	fleet := startFleet(t, c, kube, 4, 24)
 	if !t.Run("a pool fills, a claim is bound, the bootdisk Job runs for real", func(t *testing.T) { checkFleet(t, fleet, first) }) {
 		return
 	}
