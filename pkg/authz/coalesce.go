@@ -22,7 +22,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
+	"strconv"
 
 	"golang.org/x/sync/singleflight"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -80,11 +80,26 @@ func (c *coalesce) EvaluateConditions(ctx context.Context, d authorizer.Conditio
 }
 
 // question spells out every attribute an authorizer may decide on, so two
-// questions share an answer only when they are the same question.
+// questions share an answer only when they are the same question. Every
+// value is quoted, so no value can pass for a separator. It is on every
+// request's path, hence appends rather than fmt.
 func question(a authorizer.Attributes) string {
-	var b strings.Builder
+	b := make([]byte, 0, 256)
+	field := func(name, value string) {
+		b = append(b, name...)
+		b = append(b, '=')
+		b = strconv.AppendQuote(b, value)
+		b = append(b, ' ')
+	}
 	if u := a.GetUser(); u != nil {
-		fmt.Fprintf(&b, "user=%q uid=%q groups=%q ", u.GetName(), u.GetUID(), u.GetGroups())
+		field("user", u.GetName())
+		field("uid", u.GetUID())
+		b = append(b, "groups=["...)
+		for _, g := range u.GetGroups() {
+			b = strconv.AppendQuote(b, g)
+			b = append(b, ' ')
+		}
+		b = append(b, "] "...)
 		extra := u.GetExtra()
 		keys := make([]string, 0, len(extra))
 		for k := range extra {
@@ -92,14 +107,34 @@ func question(a authorizer.Attributes) string {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			fmt.Fprintf(&b, "extra[%q]=%q ", k, extra[k])
+			b = append(b, "extra["...)
+			b = strconv.AppendQuote(b, k)
+			b = append(b, "]=["...)
+			for _, v := range extra[k] {
+				b = strconv.AppendQuote(b, v)
+				b = append(b, ' ')
+			}
+			b = append(b, "] "...)
 		}
 	}
-	fmt.Fprintf(&b, "verb=%q readonly=%t resource=%t ns=%q group=%q version=%q res=%q sub=%q name=%q path=%q",
-		a.GetVerb(), a.IsReadOnly(), a.IsResourceRequest(), a.GetNamespace(), a.GetAPIGroup(), a.GetAPIVersion(),
-		a.GetResource(), a.GetSubresource(), a.GetName(), a.GetPath())
-	fields, fieldsErr := a.GetFieldSelector()
-	labels, labelsErr := a.GetLabelSelector()
-	fmt.Fprintf(&b, " fields=%q/%v labels=%q/%v", fmt.Sprint(fields), fieldsErr, fmt.Sprint(labels), labelsErr)
-	return b.String()
+	field("verb", a.GetVerb())
+	b = append(b, "readonly="...)
+	b = strconv.AppendBool(b, a.IsReadOnly())
+	b = append(b, " resource="...)
+	b = strconv.AppendBool(b, a.IsResourceRequest())
+	b = append(b, ' ')
+	field("ns", a.GetNamespace())
+	field("group", a.GetAPIGroup())
+	field("version", a.GetAPIVersion())
+	field("res", a.GetResource())
+	field("sub", a.GetSubresource())
+	field("name", a.GetName())
+	field("path", a.GetPath())
+	if fields, err := a.GetFieldSelector(); len(fields) > 0 || err != nil {
+		field("fields", fmt.Sprintf("%v/%v", fields, err))
+	}
+	if labels, err := a.GetLabelSelector(); len(labels) > 0 || err != nil {
+		field("labels", fmt.Sprintf("%v/%v", labels, err))
+	}
+	return string(b)
 }

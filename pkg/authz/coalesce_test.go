@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 )
@@ -119,4 +121,56 @@ func TestCoalesce_NeverAnswersOneQuestionForAnother(t *testing.T) {
 		authorizer.DecisionDeny,
 		authorizer.DecisionAllow, authorizer.DecisionAllow, authorizer.DecisionAllow,
 	}, answers)
+}
+
+// Every attribute an authorizer may decide on tells two questions apart,
+// and a value cannot pass for a separator.
+func TestQuestion_DiffersInEveryAttribute(t *testing.T) {
+	base := func() authorizer.AttributesRecord {
+		q := bindOn("alice", "mac-a")
+		q.User = &user.DefaultInfo{Name: "alice", UID: "u1", Groups: []string{"g1", "g2"}, Extra: map[string][]string{"scopes": {"a", "b"}}}
+		return q
+	}
+	req, err := fields.ParseSelector("status.phase=Ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lreq, err := labels.Parse("pool=warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := map[string]func(q *authorizer.AttributesRecord){
+		"user":        func(q *authorizer.AttributesRecord) { q.User.(*user.DefaultInfo).Name = "bob" },
+		"uid":         func(q *authorizer.AttributesRecord) { q.User.(*user.DefaultInfo).UID = "u2" },
+		"groups":      func(q *authorizer.AttributesRecord) { q.User.(*user.DefaultInfo).Groups = []string{"g1 g2"} },
+		"group order": func(q *authorizer.AttributesRecord) { q.User.(*user.DefaultInfo).Groups = []string{"g2", "g1"} },
+		"extra value": func(q *authorizer.AttributesRecord) {
+			q.User.(*user.DefaultInfo).Extra = map[string][]string{"scopes": {"a b"}}
+		},
+		"extra key": func(q *authorizer.AttributesRecord) {
+			q.User.(*user.DefaultInfo).Extra = map[string][]string{"scope": {"a", "b"}}
+		},
+		"verb":        func(q *authorizer.AttributesRecord) { q.Verb = "get" },
+		"namespace":   func(q *authorizer.AttributesRecord) { q.Namespace = "other" },
+		"group":       func(q *authorizer.AttributesRecord) { q.APIGroup = "other.io" },
+		"version":     func(q *authorizer.AttributesRecord) { q.APIVersion = "v1" },
+		"resource":    func(q *authorizer.AttributesRecord) { q.Resource = "macosmachinepools" },
+		"subresource": func(q *authorizer.AttributesRecord) { q.Subresource = "status" },
+		"name":        func(q *authorizer.AttributesRecord) { q.Name = `mac-a" name="mac-b` },
+		"non-resource": func(q *authorizer.AttributesRecord) {
+			q.ResourceRequest = false
+		},
+		"path":           func(q *authorizer.AttributesRecord) { q.Path = "/apis" },
+		"field selector": func(q *authorizer.AttributesRecord) { q.FieldSelectorRequirements = req.Requirements() },
+		"label selector": func(q *authorizer.AttributesRecord) {
+			q.LabelSelectorRequirements, _ = lreq.Requirements()
+		},
+	}
+	a := base()
+	assert.Equal(t, question(a), question(base()), "the same question")
+	for name, change := range changes {
+		q := base()
+		change(&q)
+		assert.NotEqual(t, question(a), question(q), name)
+	}
 }

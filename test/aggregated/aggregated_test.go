@@ -62,6 +62,7 @@ func TestThroughKubeAPIServer(t *testing.T) {
 	t.Run("NamespaceDeletionCompletes", e.testNamespaceDeletion)
 	t.Run("LauncherPodWebhookMountsTheOSKSecret", e.testLauncherPodWebhook)
 	t.Run("PluginAsAClaimer", e.testPluginAsAClaimer)
+	t.Run("AuthorizationAnsweredAhead", e.testAuthorizationAnsweredAhead)
 }
 
 // Discovery and OpenAPI v3 reach kubectl through kube-apiserver's

@@ -203,7 +203,7 @@ func BenchmarkCreatesThroughKubeAPIServer(b *testing.B) {
 
 // frontProxyClient reaches the DockerIOS apiserver directly, as
 // kube-apiserver's aggregator does.
-func (e *env) frontProxyClient(b *testing.B) (*http.Client, http.Header) {
+func (e *env) frontProxyClient(b testing.TB) (*http.Client, http.Header) {
 	cert, key := e.cp.FrontProxyClient(b, "front-proxy-client")
 	pair, err := tls.X509KeyPair(cert, key)
 	require.NoError(b, err)

@@ -106,6 +106,9 @@ type Options struct {
 	DataDir string
 	// IdentityRepairInterval is how often the identity ledger is audited.
 	IdentityRepairInterval time.Duration
+	// AuthorizationRefreshWindow: a delegated authorization question asked
+	// within it is asked again before its cached answer expires (pkg/authz).
+	AuthorizationRefreshWindow time.Duration
 	// ServingCertHosts are DNS names the self-signed serving certificate is
 	// valid for besides localhost, such as the Service the APIService names;
 	// with CertSecret, names the certificate covers besides the Service's.
@@ -148,11 +151,12 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions(out, errOut io.Writer) *Options {
 	o := &Options{
-		RecommendedOptions:     genericoptions.NewRecommendedOptions(EtcdPrefix, scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
-		DataDir:                DefaultDataDir,
-		IdentityRepairInterval: apiserver.DefaultIdentityRepairInterval,
-		Service:                "dockerios-system/dockerios-apiserver",
-		Logs:                   logsapi.NewLoggingConfiguration(),
+		RecommendedOptions:         genericoptions.NewRecommendedOptions(EtcdPrefix, scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
+		DataDir:                    DefaultDataDir,
+		IdentityRepairInterval:     apiserver.DefaultIdentityRepairInterval,
+		AuthorizationRefreshWindow: time.Minute,
+		Service:                    "dockerios-system/dockerios-apiserver",
+		Logs:                       logsapi.NewLoggingConfiguration(),
 		// Behind kube-apiserver, the aggregator and every informer in the
 		// cluster hold watches open on us. Without SendRetryAfter the
 		// server waits for them for RequestTimeout (60s) when told to
@@ -225,6 +229,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Ledger.AddFlags(fs)
 	o.Shutdown.AddFlags(fs)
 	fs.DurationVar(&o.IdentityRepairInterval, "identity-repair-interval", o.IdentityRepairInterval, "How often the identity ledger is audited against the identities and machines, and drift repaired (also once at start).")
+	fs.DurationVar(&o.AuthorizationRefreshWindow, "authorization-webhook-cache-refresh-window", o.AuthorizationRefreshWindow, "A delegated authorization question (a SubjectAccessReview to kube-apiserver) asked within this window is asked again before its cached answer expires, so that requests do not wait for it; answers are never older than --authorization-webhook-cache-authorized-ttl and --authorization-webhook-cache-unauthorized-ttl either way. 0 asks only when a request needs an answer.")
 }
 
 // Complete fills in what follows from other options.
@@ -256,6 +261,9 @@ func (o *Options) Validate() error {
 	errs := o.RecommendedOptions.Validate()
 	if o.DataDir == "" {
 		errs = append(errs, fmt.Errorf("--data-dir must not be empty"))
+	}
+	if o.AuthorizationRefreshWindow < 0 {
+		errs = append(errs, fmt.Errorf("--authorization-webhook-cache-refresh-window must not be negative, not %s", o.AuthorizationRefreshWindow))
 	}
 	if o.IdentityRepairInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--identity-repair-interval must be positive, not %s", o.IdentityRepairInterval))
@@ -306,6 +314,16 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	}
 	cfg.FeatureGate = utilfeature.DefaultFeatureGate
 
+	// The delegated authorizer's answers are kept by authz.Fresh, with
+	// the TTLs its flags give; its own cache would keep them a second time
+	// and hide the refreshes.
+	var freshOpts authz.FreshOptions
+	if az := o.RecommendedOptions.Authorization; az != nil {
+		freshOpts = authz.DefaultFreshOptions(az.AllowCacheTTL, az.DenyCacheTTL)
+		freshOpts.RefreshWindow = o.AuthorizationRefreshWindow
+		az.AllowCacheTTL, az.DenyCacheTTL = 0, 0
+		defer func() { az.AllowCacheTTL, az.DenyCacheTTL = freshOpts.AllowTTL, freshOpts.DenyTTL }()
+	}
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
@@ -313,7 +331,15 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	// client certificate: verify its chain once, not on every request.
 	cfg.Authentication.Authenticator = authn.FrontProxyChains(cfg.Authentication.RequestHeaderConfig, cfg.Authentication.Authenticator)
 	if cfg.Authorization.Authorizer != nil {
-		cfg.Authorization.Authorizer = authz.Coalesce(cfg.Authorization.Authorizer)
+		authz.RegisterMetrics()
+		fresh := authz.NewFresh(authz.Coalesce(cfg.Authorization.Authorizer), freshOpts)
+		cfg.Authorization.Authorizer = fresh
+		if err := cfg.AddPostStartHook("dockerios-authorization-refresh", func(ctx genericapiserver.PostStartHookContext) error {
+			go fresh.Run(ctx)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if o.CertSecret != "" {
 		if err := o.configSelfCert(cfg); err != nil {
