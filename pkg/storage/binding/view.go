@@ -52,11 +52,11 @@ type machineView struct {
 	// hidden holds, per namespace/name, a revision the view must not show
 	// the machine at or below: one this replica just bound, or one a
 	// transaction found changed (the watch has not caught up yet).
-	hidden map[string]int64
+	hidden map[objectRef]int64
 	// trying are the machines a create of this replica is binding now,
 	// each with a channel closed when the attempt ends; other creates of
 	// this replica take the next one, or wait, instead of racing.
-	trying map[string]chan struct{}
+	trying map[objectRef]chan struct{}
 }
 
 type poolRef struct{ namespace, pool string }
@@ -94,7 +94,11 @@ func (c *bindable) readyLonger(o *bindable) bool {
 	return c.machine.Name < o.machine.Name
 }
 
-func objectKey(namespace, name string) string { return namespace + "/" + name }
+// objectRef names a machine: a map key that costs no allocation, as pick
+// looks up every candidate of a pool.
+type objectRef struct{ namespace, name string }
+
+func objectKey(namespace, name string) objectRef { return objectRef{namespace, name} }
 
 // apply records one state of a machine seen by the watch.
 func (v *machineView) apply(m *dockerio.MacOSMachine, deleted bool) {
@@ -160,7 +164,7 @@ func (v *machineView) begin(m *dockerio.MacOSMachine) (busy <-chan struct{}, ok 
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.trying == nil {
-		v.trying = map[string]chan struct{}{}
+		v.trying = map[objectRef]chan struct{}{}
 	}
 	key := objectKey(m.Namespace, m.Name)
 	if ch := v.trying[key]; ch != nil {
@@ -198,7 +202,7 @@ func (v *machineView) done(b *bindable, hideAt int64) {
 	}
 	if v.hidden == nil {
 		// Not loaded yet: what the watch delivers later is checked against it.
-		v.hidden = map[string]int64{}
+		v.hidden = map[objectRef]int64{}
 	}
 	if v.hidden[key] < hideAt {
 		v.hidden[key] = hideAt
@@ -209,9 +213,9 @@ func (v *machineView) reset(items []dockerio.MacOSMachine) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.pools = map[poolRef]map[string]*bindable{}
-	v.hidden = map[string]int64{}
+	v.hidden = map[objectRef]int64{}
 	if v.trying == nil {
-		v.trying = map[string]chan struct{}{}
+		v.trying = map[objectRef]chan struct{}{}
 	}
 	for i := range items {
 		v.apply(&items[i], false)
