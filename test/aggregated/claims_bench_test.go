@@ -125,6 +125,7 @@ type claimBenchKind struct {
 	name   string
 	create func(round, i int) error
 	lat    []time.Duration
+	cpu    cpuTimes // each process's CPU from a burst's start until the control plane is quiet again
 }
 
 // BenchmarkClaimBoundThroughKubeAPIServer measures, side by side on one
@@ -230,11 +231,12 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 	type result struct {
 		clients           int
 		claims, crds, cms []time.Duration
+		cpu               []cpuTimes // claim, CRD, ConfigMap
 	}
 	var results []result
 	burstNo := 0
 	for _, clients := range levels {
-		kinds := []*claimBenchKind{{name: "claim", create: claim}, {name: "CRD", create: crd}, {name: "ConfigMap", create: configMap}}
+		kinds := []*claimBenchKind{{name: "claim", create: claim, cpu: cpuTimes{}}, {name: "CRD", create: crd, cpu: cpuTimes{}}, {name: "ConfigMap", create: configMap, cpu: cpuTimes{}}}
 		for round := range rounds {
 			warm(burstNo)
 			// Each burst starts on a quiet control plane — not during what
@@ -245,7 +247,12 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 				kind := kinds[(round+k)%len(kinds)]
 				settle(b, pids)
 				n := burstNo
+				before := readCPU(b, pids)
 				kind.lat = append(kind.lat, burst(b, clients, perBurst, func(i int) error { return kind.create(n, i) })...)
+				// What the burst set off (watch events, the garbage
+				// collector's share) is its cost too.
+				settle(b, pids)
+				kind.cpu.add(readCPU(b, pids).minus(before))
 			}
 			b.Logf("%d clients, round %d: p50/p99 claim → Bound %s/%s, CRD %s/%s, ConfigMap %s/%s", clients, round+1,
 				pct(kinds[0].lat[round*perBurst:], 50), pct(kinds[0].lat[round*perBurst:], 99),
@@ -253,7 +260,8 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 				pct(kinds[2].lat[round*perBurst:], 50), pct(kinds[2].lat[round*perBurst:], 99))
 			burstNo++
 		}
-		results = append(results, result{clients: clients, claims: kinds[0].lat, crds: kinds[1].lat, cms: kinds[2].lat})
+		results = append(results, result{clients: clients, claims: kinds[0].lat, crds: kinds[1].lat, cms: kinds[2].lat,
+			cpu: []cpuTimes{kinds[0].cpu, kinds[1].cpu, kinds[2].cpu}})
 	}
 
 	if extra > 0 {
@@ -298,6 +306,30 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		fmt.Printf("%7d  %9s %9s  %9s %9s  %9s %9s  %13.2f %13.2f %12.2f  %s\n", r.clients,
 			cp50.Round(100*time.Microsecond), cp99.Round(100*time.Microsecond), dp50.Round(100*time.Microsecond), dp99.Round(100*time.Microsecond),
 			mp50.Round(100*time.Microsecond), mp99.Round(100*time.Microsecond), cp50.Seconds()/dp50.Seconds(), cp99.Seconds()/dp99.Seconds(), cp99.Seconds()/mp99.Seconds(), met)
+	}
+	// Where the CPU goes, per object: at 10 and 50 clients the two cores
+	// are the limit, and latency follows this sum.
+	fmt.Printf("CPU per object (ms), from each burst's start until the control plane is quiet again:\n")
+	names := results[0].cpu[0].names()
+	fmt.Printf("%7s  %-9s", "clients", "kind")
+	for _, n := range names {
+		fmt.Printf(" %24s", n)
+	}
+	fmt.Printf(" %8s\n", "total")
+	for _, r := range results {
+		for k, kind := range []string{"claim", "CRD", "ConfigMap"} {
+			objects := float64(rounds * perBurst)
+			fmt.Printf("%7d  %-9s", r.clients, kind)
+			var total time.Duration
+			for _, n := range names {
+				fmt.Printf(" %24.2f", ms(r.cpu[k][n])/objects)
+				total += r.cpu[k][n]
+			}
+			fmt.Printf(" %8.2f\n", ms(total)/objects)
+			if k < 2 {
+				b.ReportMetric(ms(total)/objects, fmt.Sprintf("%s-cpu-ms-per-object-c%d", strings.ToLower(kind), r.clients))
+			}
+		}
 	}
 }
 
