@@ -23,7 +23,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
@@ -109,8 +108,8 @@ func (r *Reconciler) readLedger(ctx context.Context, m *v1alpha1.MacOSMachine) (
 		}
 		return fmt.Sprintf("the ledger records %s, not this machine (uid %s), as the holder of MacOSIdentity %s", holder, m.UID, id.Name), true, nil
 	}
-	if c := meta.FindStatusCondition(id.Status.Conditions, v1alpha1.IdentityHeldOutsideLedger); c != nil && c.Status == metav1.ConditionTrue {
-		return c.Message, false, nil
+	if why := doubt(id, nil); why != "" {
+		return why, false, nil // no need to read the pool
 	}
 	pool, err := r.Client.DockeriosV1alpha1().MacOSIdentityPools().Get(ctx, id.Spec.PoolName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -119,8 +118,5 @@ func (r *Reconciler) readLedger(ctx context.Context, m *v1alpha1.MacOSMachine) (
 	if err != nil {
 		return "", false, fmt.Errorf("reading MacOSIdentityPool %s before making anything with its identity: %w", id.Spec.PoolName, err)
 	}
-	if c := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.IdentityPoolOnHold); c != nil && c.Status == metav1.ConditionTrue {
-		return "its MacOSIdentityPool " + pool.Name + " is on hold: " + c.Message, false, nil
-	}
-	return "", false, nil
+	return doubt(id, pool), false, nil
 }

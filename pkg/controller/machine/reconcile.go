@@ -1025,19 +1025,28 @@ func nodeNotReady(l corelisters.NodeLister, name string) (string, time.Time) {
 	return "", time.Time{}
 }
 
-// identityInDoubt says why nothing may be started with id now: its pool is
-// on hold after a restore (the ledger guard has not yet compared what runs
-// with the ledger), or a VM the ledger does not record as its holder runs
-// with it. "" when neither.
+// identityInDoubt says, from the cache, why nothing may be started with
+// id now (see doubt). "" when nothing is known against it.
 func (r *Reconciler) identityInDoubt(id *v1alpha1.MacOSIdentity) string {
+	var pool *v1alpha1.MacOSIdentityPool
+	if r.Listers.IdentityPools != nil {
+		if p, err := r.Listers.IdentityPools.Get(id.Spec.PoolName); err == nil {
+			pool = p
+		}
+	}
+	return doubt(id, pool)
+}
+
+// doubt says why nothing may be started with id: a VM the ledger does not
+// record as its holder runs with it, or its pool (nil: not known) is on
+// hold after a restore (the ledger guard has not yet compared what runs
+// with the ledger). "" when neither. The cached look (identityInDoubt)
+// and the live one before making anything (readLedger) both ask it.
+func doubt(id *v1alpha1.MacOSIdentity, pool *v1alpha1.MacOSIdentityPool) string {
 	if c := meta.FindStatusCondition(id.Status.Conditions, v1alpha1.IdentityHeldOutsideLedger); c != nil && c.Status == metav1.ConditionTrue {
 		return c.Message
 	}
-	if r.Listers.IdentityPools == nil {
-		return ""
-	}
-	pool, err := r.Listers.IdentityPools.Get(id.Spec.PoolName)
-	if err != nil {
+	if pool == nil {
 		return ""
 	}
 	if c := meta.FindStatusCondition(pool.Status.Conditions, v1alpha1.IdentityPoolOnHold); c != nil && c.Status == metav1.ConditionTrue {
