@@ -179,9 +179,10 @@ func (f *Fresh) EvaluateConditions(ctx context.Context, d authorizer.ConditionsA
 	return f.inner.EvaluateConditions(ctx, d, data)
 }
 
-// Run asks ahead every Tick until ctx is done.
+// Run asks ahead, and forgets expired answers nobody asked for within the
+// window, every Tick until ctx is done.
 func (f *Fresh) Run(ctx context.Context) {
-	if f.opts.RefreshWindow <= 0 || f.opts.Tick <= 0 {
+	if f.opts.Tick <= 0 {
 		return
 	}
 	t := time.NewTicker(f.opts.Tick)
@@ -211,7 +212,7 @@ func (f *Fresh) refreshDue(ctx context.Context) {
 	f.mu.Lock()
 	for q, e := range f.entries {
 		age, ttl := now.Sub(e.answerSent), f.ttl(e.answer)
-		recent := now.Sub(e.lastAsked) <= f.opts.RefreshWindow
+		recent := f.opts.RefreshWindow > 0 && now.Sub(e.lastAsked) <= f.opts.RefreshWindow
 		switch {
 		case !recent && age >= ttl:
 			delete(f.entries, q)
