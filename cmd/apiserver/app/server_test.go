@@ -45,6 +45,28 @@ func TestConfig_BehindKubeAPIServer(t *testing.T) {
 	assert.False(t, utilfeature.DefaultFeatureGate.Enabled(features.ConcurrentWatchObjectDecode))
 }
 
+// The authorizer keeps answers itself (authz.Fresh) for the TTLs the
+// webhook cache flags give, and the options still say those TTLs after.
+func TestConfig_AuthorizationAnsweredAhead(t *testing.T) {
+	o := behindKubeAPIServer(t)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--authorization-webhook-cache-authorized-ttl=20s", "--authorization-webhook-cache-refresh-window=2m"}))
+	cfg, err := o.Config()
+	require.NoError(t, err)
+	assert.Equal(t, "*authz.Fresh", fmt.Sprintf("%T", cfg.GenericConfig.Authorization.Authorizer))
+	assert.Equal(t, 20*time.Second, o.RecommendedOptions.Authorization.AllowCacheTTL)
+	assert.Equal(t, 10*time.Second, o.RecommendedOptions.Authorization.DenyCacheTTL)
+	assert.Equal(t, 2*time.Minute, o.AuthorizationRefreshWindow)
+
+	o = NewOptions(io.Discard, io.Discard)
+	fs = pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--authorization-webhook-cache-refresh-window=-1s"}))
+	o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:1"}
+	assert.ErrorContains(t, o.Validate(), "--authorization-webhook-cache-refresh-window must not be negative")
+}
+
 // /version says which DockerIOS runs, while the API and the feature gates
 // still emulate the Kubernetes version of the libraries built in.
 func TestConfig_VersionIsDockerIOSsAndEmulationStaysKubernetes(t *testing.T) {
