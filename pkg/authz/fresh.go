@@ -17,8 +17,8 @@ limitations under the License.
 package authz
 
 import (
+	"container/list"
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -43,7 +43,7 @@ type FreshOptions struct {
 	// Tick is how often due answers are looked for.
 	Tick time.Duration
 	// MaxEntries bounds the questions held; past it the least recently
-	// asked is forgotten.
+	// asked is forgotten. Zero: nothing is kept.
 	MaxEntries int
 }
 
@@ -83,6 +83,10 @@ type Fresh struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
+	// byAsked orders the questions, most recently asked first, so that
+	// the one to forget when full is found without a scan: it happens on
+	// a request's path, under mu.
+	byAsked *list.List // of question strings
 }
 
 var _ authorizer.Authorizer = &Fresh{}
@@ -92,7 +96,7 @@ type entry struct {
 	answer     answer
 	answerSent time.Time // when the question that answered it was sent
 	lastAsked  time.Time // when a request last asked it
-	refreshing bool
+	asked      *list.Element
 }
 
 // NewFresh keeps inner's answers as opts says. Run asks ahead.
@@ -101,7 +105,7 @@ func NewFresh(inner authorizer.Authorizer, opts FreshOptions) *Fresh {
 }
 
 func newFresh(inner authorizer.Authorizer, opts FreshOptions, c clock.PassiveClock) *Fresh {
-	return &Fresh{inner: inner, opts: opts, clock: c, entries: map[string]*entry{}}
+	return &Fresh{inner: inner, opts: opts, clock: c, entries: map[string]*entry{}, byAsked: list.New()}
 }
 
 func (f *Fresh) ttl(a answer) time.Duration {
@@ -119,6 +123,7 @@ func (f *Fresh) Authorize(ctx context.Context, attrs authorizer.Attributes) (aut
 	f.mu.Lock()
 	if e := f.entries[q]; e != nil {
 		e.lastAsked = now
+		f.byAsked.MoveToFront(e.asked)
 		if now.Sub(e.answerSent) < f.ttl(e.answer) {
 			a := e.answer
 			f.mu.Unlock()
@@ -130,24 +135,29 @@ func (f *Fresh) Authorize(ctx context.Context, attrs authorizer.Attributes) (aut
 
 	d, reason, err := f.inner.Authorize(ctx, attrs)
 	metricDecisions.WithLabelValues("asked").Inc()
-	f.keep(q, record(attrs), answer{d, reason, err}, now, now)
+	f.keep(q, attrs, answer{d, reason, err}, now, true)
 	return d, reason, err
 }
 
 // keep stores an answer to q that was sent at sent, unless it is an error
 // (asked again next time), too long to keep, or older than the one held.
-func (f *Fresh) keep(q string, attrs authorizer.AttributesRecord, a answer, sent, asked time.Time) {
-	if a.err != nil || len(q) > maxQuestionLen || f.ttl(a) <= 0 {
+// A request's answer (asked) may hold a new question; a refresh's answer
+// is dropped when its question was forgotten meanwhile.
+func (f *Fresh) keep(q string, attrs authorizer.Attributes, a answer, sent time.Time, asked bool) {
+	if a.err != nil || len(q) > maxQuestionLen || f.ttl(a) <= 0 || f.opts.MaxEntries <= 0 {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e := f.entries[q]
 	if e == nil {
-		if len(f.entries) >= f.opts.MaxEntries {
-			f.forgetLeastRecentlyAsked()
+		if !asked {
+			return
 		}
-		e = &entry{attrs: attrs, lastAsked: asked}
+		if len(f.entries) >= f.opts.MaxEntries {
+			f.forget(f.byAsked.Back().Value.(string))
+		}
+		e = &entry{attrs: record(attrs), lastAsked: sent, asked: f.byAsked.PushFront(q)}
 		f.entries[q] = e
 	}
 	if sent.Before(e.answerSent) {
@@ -156,15 +166,12 @@ func (f *Fresh) keep(q string, attrs authorizer.AttributesRecord, a answer, sent
 	e.answer, e.answerSent = a, sent
 }
 
-func (f *Fresh) forgetLeastRecentlyAsked() {
-	var oldest string
-	var at time.Time
-	for q, e := range f.entries {
-		if oldest == "" || e.lastAsked.Before(at) {
-			oldest, at = q, e.lastAsked
-		}
+// forget drops q. The caller holds mu.
+func (f *Fresh) forget(q string) {
+	if e := f.entries[q]; e != nil {
+		f.byAsked.Remove(e.asked)
+		delete(f.entries, q)
 	}
-	delete(f.entries, oldest)
 }
 
 // ConditionsAwareAuthorize is inner's, unkept: the delegated authorizer
@@ -200,32 +207,29 @@ func (f *Fresh) Run(ctx context.Context) {
 // refreshDue forgets what has not been asked within the refresh window and
 // has expired, and asks again, in the background, the questions asked
 // within it whose answers have lived three quarters of their TTL. It
-// returns once those questions are sent and answered.
+// returns once those questions are sent and answered, so that no question
+// is asked ahead twice at once (Run calls it one pass after another).
 func (f *Fresh) refreshDue(ctx context.Context) {
 	now := f.clock.Now()
 	type due struct {
 		q     string
 		attrs authorizer.AttributesRecord
-		asked time.Time
 	}
 	var dues []due
 	f.mu.Lock()
-	for q, e := range f.entries {
+	// Most recently asked first: the pass's cap keeps those.
+	for el := f.byAsked.Front(); el != nil; {
+		q := el.Value.(string)
+		el = el.Next()
+		e := f.entries[q]
 		age, ttl := now.Sub(e.answerSent), f.ttl(e.answer)
 		recent := f.opts.RefreshWindow > 0 && now.Sub(e.lastAsked) <= f.opts.RefreshWindow
 		switch {
 		case !recent && age >= ttl:
-			delete(f.entries, q)
-		case recent && !e.refreshing && age >= ttl*3/4:
-			dues = append(dues, due{q, e.attrs, e.lastAsked})
+			f.forget(q)
+		case recent && age >= ttl*3/4 && len(dues) < f.opts.MaxRefreshesPerPass:
+			dues = append(dues, due{q, e.attrs})
 		}
-	}
-	slices.SortFunc(dues, func(a, b due) int { return b.asked.Compare(a.asked) })
-	if len(dues) > f.opts.MaxRefreshesPerPass {
-		dues = dues[:f.opts.MaxRefreshesPerPass]
-	}
-	for _, d := range dues {
-		f.entries[d.q].refreshing = true
 	}
 	f.mu.Unlock()
 
@@ -236,17 +240,12 @@ func (f *Fresh) refreshDue(ctx context.Context) {
 			defer wg.Done()
 			sent := f.clock.Now()
 			dec, reason, err := f.inner.Authorize(ctx, d.attrs)
-			f.keep(d.q, d.attrs, answer{dec, reason, err}, sent, d.asked)
+			f.keep(d.q, d.attrs, answer{dec, reason, err}, sent, false)
 			result := "answered"
 			if err != nil {
 				result = "error"
 			}
 			metricRefreshes.WithLabelValues(result).Inc()
-			f.mu.Lock()
-			if e := f.entries[d.q]; e != nil {
-				e.refreshing = false
-			}
-			f.mu.Unlock()
 		}()
 	}
 	wg.Wait()

@@ -233,8 +233,35 @@ func TestFresh_BoundsWhatItHoldsAndAsksAhead(t *testing.T) {
 	assert.Equal(t, 3, after-before, "one pass asks at most MaxRefreshesPerPass")
 	assert.Equal(t, before/25+1, inner.count("alice/pool-"+strings.Repeat("x", 24)), "the most recently asked first")
 
+	// Full, the question asked least recently is forgotten, not the one
+	// held longest.
+	opts.MaxEntries = 3
+	f = newFresh(inner, opts, clk)
+	for _, pool := range []string{"a", "b", "c", "a", "d"} {
+		decide(t, f, claimOn("carol", pool))
+		clk.Step(time.Millisecond)
+	}
+	decide(t, f, claimOn("carol", "a"))
+	decide(t, f, claimOn("carol", "b"))
+	assert.Equal(t, 1, inner.count("carol/a"), "asked again lately: still held")
+	assert.Equal(t, 2, inner.count("carol/b"), "asked least recently: forgotten")
+
 	long := claimOn("alice", strings.Repeat("p", maxQuestionLen))
 	decide(t, f, long)
 	decide(t, f, long)
 	assert.Equal(t, 2, inner.count("alice/"+strings.Repeat("p", maxQuestionLen)), "an outsized question is asked every time")
+}
+
+// A refresh whose question was forgotten while it was out (the cap evicted
+// it) must not bring it back: it would look asked just now and be kept
+// fresh for another window that nobody asked for.
+func TestFresh_ARefreshDoesNotReviveAForgottenQuestion(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	f := newFresh(newRBAC(), testTTLs, clk)
+	q := claimOn("alice", "warm")
+	f.keep(question(q), q, answer{decision: authorizer.DecisionAllow}, clk.Now(), false)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Empty(t, f.entries)
+	assert.Zero(t, f.byAsked.Len())
 }
