@@ -23,6 +23,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,6 +85,12 @@ func (c *Config) Complete() CompletedConfig {
 
 // New returns a server serving dockerios.io/v1alpha1 from the configured storage.
 func (c CompletedConfig) New() (*Server, error) {
+	// The group offers protobuf (below) only as far as this filter lets
+	// clients have it: for objects' metadata.
+	build := c.GenericConfig.BuildHandlerChainFunc
+	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
+		return build(protobufOnlyForMetadata(h), gc)
+	}
 	server, err := c.GenericConfig.New("dockerios-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
@@ -105,7 +112,8 @@ func (c CompletedConfig) New() (*Server, error) {
 		return nil
 	})
 	group := genericapiserver.NewDefaultAPIGroupInfo(dockerio.GroupName, scheme.Scheme, metav1.ParameterCodec, scheme.Codecs)
-	group.NegotiatedSerializer = scheme.Serializer
+	// Protobuf included, for objects' metadata: see protobufOnlyForMetadata.
+	group.NegotiatedSerializer = scheme.Codecs
 	group.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = storage
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return nil, err

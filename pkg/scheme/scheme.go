@@ -38,15 +38,16 @@ var (
 	Scheme = runtime.NewScheme()
 	// Codecs encodes and decodes Scheme's kinds.
 	Codecs = serializer.NewCodecFactory(Scheme)
-	// Serializer is what the server negotiates request and response
-	// bodies with: Codecs without protobuf. Our kinds have no protobuf
-	// encoding, yet Codecs offers it, so a client that prefers protobuf
-	// would get a 500 for a list of them instead of JSON. kube-controller-
-	// manager's namespace controller is such a client: it deletes a
-	// namespace's objects with a protobuf-first metadata client, and a
-	// namespace holding our objects would stay Terminating for ever
-	// (kubernetes/kubernetes#86666). Not offering protobuf makes every
-	// client fall back to JSON.
+	// Serializer is Codecs without protobuf, for what the server answers
+	// outside the group's resources (discovery, errors) and for refusals.
+	// Our kinds have no protobuf encoding, yet Codecs offers it, so a
+	// client that prefers protobuf would get a 500 for a list of them
+	// instead of JSON. kube-controller-manager's namespace controller is
+	// such a client: it deletes a namespace's objects with a protobuf-first
+	// metadata client, and a namespace holding our objects would stay
+	// Terminating for ever (kubernetes/kubernetes#86666). The group's
+	// resources are served with Codecs itself behind a filter that keeps
+	// protobuf for objects' metadata only (pkg/apiserver, mediatypes.go).
 	Serializer runtime.NegotiatedSerializer = newWithoutProtobuf(Codecs)
 )
 

@@ -60,6 +60,7 @@ func TestThroughKubeAPIServer(t *testing.T) {
 	t.Run("FiftyClaimsRaceForTwentyMachines", e.testBindRace)
 	t.Run("DirectRequestsNeedTheFrontProxy", e.testDirectRequests)
 	t.Run("NamespaceDeletionCompletes", e.testNamespaceDeletion)
+	t.Run("GarbageCollectorFollowsOurKinds", e.testGarbageCollectorFollowsOurKinds)
 	t.Run("LauncherPodWebhookMountsTheOSKSecret", e.testLauncherPodWebhook)
 	t.Run("PluginAsAClaimer", e.testPluginAsAClaimer)
 	t.Run("AuthorizationAnsweredAhead", e.testAuthorizationAnsweredAhead)

@@ -24,12 +24,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -194,10 +196,11 @@ func TestClientset_GeneratedClientAndApplyConfigurationsWork(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// The namespace controller lists and deletes a namespace's objects with
-// client-go's metadata client, which asks for protobuf first. Our kinds have
-// no protobuf form: the server must answer such clients in JSON, or
-// namespaces holding our objects never finish deleting.
+// The namespace controller and the garbage collector list, watch and
+// delete our objects with client-go's metadata client, which asks for
+// protobuf first. Our kinds have no protobuf form: the server must answer
+// such clients in JSON, or namespaces holding our objects never finish
+// deleting; an object's metadata, which has one, is answered in protobuf.
 func TestProtobufFirstClients_AreAnsweredInJSON(t *testing.T) {
 	s := framework.StartLocalServer(t, t.TempDir())
 	createClassAndPool(t, s)
@@ -230,8 +233,70 @@ func TestProtobufFirstClients_AreAnsweredInJSON(t *testing.T) {
 	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	rc, err := rest.RESTClientFor(cfg)
 	require.NoError(t, err)
+	const poolsPath = "/apis/dockerios.io/v1alpha1/namespaces/default/macosmachinepools"
 	var contentType string
-	err = rc.Get().AbsPath("/apis/dockerios.io/v1alpha1/namespaces/default/macosmachinepools").Do(ctx).ContentType(&contentType).Error()
+	err = rc.Get().AbsPath(poolsPath).Do(ctx).ContentType(&contentType).Error()
 	require.NoError(t, err)
 	assert.Equal(t, "application/json", contentType)
+
+	// The metadata client's own Accept headers: metadata in protobuf, for
+	// a list, a get and a watch.
+	_, err = client.DockeriosV1alpha1().MacOSMachinePools("default").Create(ctx, &v1alpha1.MacOSMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"team": "ci"}},
+		Spec:       v1alpha1.MacOSMachinePoolSpec{ClassName: "standard"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	httpClient, err := rest.HTTPClientFor(cfg)
+	require.NoError(t, err)
+	const (
+		asMeta     = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+		asMetaList = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+	)
+	send := func(method, path, accept, contentType string, body io.Reader) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(cfg.Host, "/")+path, body)
+		require.NoError(t, err)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := httpClient.Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	for _, tc := range []struct{ path, accept, want string }{
+		{poolsPath, asMetaList, "application/vnd.kubernetes.protobuf"},
+		{poolsPath + "/c", asMeta, "application/vnd.kubernetes.protobuf"},
+		{poolsPath + "?watch=true&labelSelector=team%3Dci", asMeta, "application/vnd.kubernetes.protobuf;stream=watch"},
+		{poolsPath + "/c", "application/json", "application/json"},
+	} {
+		resp := send(http.MethodGet, tc.path, tc.accept, "", nil)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, tc.path)
+		assert.Equal(t, tc.want, resp.Header.Get("Content-Type"), "%s with Accept %s", tc.path, tc.accept)
+	}
+	got, err := meta.Resource(v1alpha1.SchemeGroupVersion.WithResource("macosmachinepools")).Namespace("default").Get(ctx, "c", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "ci", got.Labels["team"], "the metadata client reads the protobuf answer")
+	w, err := pools.Watch(ctx, metav1.ListOptions{LabelSelector: "team=ci"})
+	require.NoError(t, err)
+	defer w.Stop()
+	select {
+	case ev := <-w.ResultChan():
+		m, ok := ev.Object.(*metav1.PartialObjectMetadata)
+		require.True(t, ok, "a watch event holds metadata: %#v", ev.Object)
+		assert.Equal(t, "c", m.Name)
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("no watch event")
+	}
+
+	// Our kinds in protobuf: not acceptable, and not accepted as a body.
+	resp := send(http.MethodGet, poolsPath, "application/vnd.kubernetes.protobuf", "", nil)
+	assert.Equal(t, http.StatusNotAcceptable, resp.StatusCode)
+	resp = send(http.MethodPost, poolsPath, "application/json", "application/vnd.kubernetes.protobuf", strings.NewReader("k8s\x00"))
+	assert.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode)
+	body, _ := io.ReadAll(resp.Body)
+	assert.Contains(t, string(body), "application/json", "the refusal says what is accepted")
 }
