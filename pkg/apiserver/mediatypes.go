@@ -90,6 +90,9 @@ func inGroup(path string) bool {
 }
 
 func isProtobuf(contentType string) bool {
+	if !strings.Contains(contentType, "protobuf") {
+		return false // every JSON, YAML and patch body, without parsing
+	}
 	mediaType, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mediaType == runtime.ContentTypeProtobuf
 }
