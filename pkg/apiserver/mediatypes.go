@@ -73,7 +73,7 @@ func protobufOnlyForMetadata(h http.Handler) http.Handler {
 		}
 		kept, ok := withoutObjectProtobuf(accept)
 		if !ok {
-			refuse(w, r, negotiation.NewNotAcceptableError(append(jsonOrYAML, runtime.ContentTypeProtobuf+";as=PartialObjectMetadata;g=meta.k8s.io;v=v1")))
+			refuse(w, r, negotiation.NewNotAcceptableError(servable))
 			return
 		}
 		r = r.Clone(r.Context())
@@ -82,8 +82,13 @@ func protobufOnlyForMetadata(h http.Handler) http.Handler {
 	})
 }
 
-// jsonOrYAML is what our kinds are served and accepted in.
-var jsonOrYAML = []string{runtime.ContentTypeJSON, runtime.ContentTypeYAML}
+var (
+	// jsonOrYAML is what our kinds are served and accepted in.
+	jsonOrYAML = []string{runtime.ContentTypeJSON, runtime.ContentTypeYAML}
+	// servable is what a response of the group can be in.
+	servable = []string{runtime.ContentTypeJSON, runtime.ContentTypeYAML,
+		runtime.ContentTypeProtobuf + ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}
+)
 
 func inGroup(path string) bool {
 	return path == groupPath || strings.HasPrefix(path, groupPath+"/")

@@ -96,6 +96,9 @@ func TestProtobufOnlyForMetadata(t *testing.T) {
 				require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &status), rec.Body.String())
 				assert.Equal(t, int32(tc.wantCode), status.Code)
 				assert.Contains(t, status.Message, "application/json")
+				if tc.wantCode == http.StatusNotAcceptable {
+					assert.Contains(t, status.Message, "as=PartialObjectMetadata", "a 406 says metadata may be protobuf")
+				}
 				return
 			}
 			require.NotNil(t, seen, "the request reaches the group's handlers")
