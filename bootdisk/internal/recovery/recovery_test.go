@@ -517,11 +517,14 @@ var progressLine = regexp.MustCompile(`^progress ([0-9]+) ([0-9]+)$`)
 // at most one per interval, DONE growing to TOTAL, the image's size.
 func TestRunProgress(t *testing.T) {
 	needTools(t)
-	// The script writes the image 1 MiB at a time: an image of ~6 MiB,
-	// each MiB taking ~80 ms, grows faster than the interval.
+	// The script writes the image 1 MiB at a time. The service sleeps
+	// 20 ms after each 64 KiB, so each MiB takes at least 320 ms and the
+	// ~6 MiB image at least 1.8 s: nine intervals or more, whatever the
+	// machine's load (a 5 ms pause, 450 ms in all, left room for only two
+	// lines on a busy CI machine).
 	dmg, _ := recoverytest.UDIF(recoverytest.DiskContent(16<<20, 6))
 	s := service(dmg)
-	s.Throttle = 5 * time.Millisecond
+	s.Throttle = 20 * time.Millisecond
 	o, log := options(t, s.Start(t, script), "sonoma")
 	o.ProgressInterval = 200 * time.Millisecond
 	if _, err := Run(context.Background(), o); err != nil {
