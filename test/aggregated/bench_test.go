@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/test/framework"
@@ -252,6 +253,15 @@ func (e *env) waitForWatches(b *testing.B, resources ...string) {
 func (e *env) profileDockerIOS(b *testing.B, path string, d time.Duration) chan struct{} {
 	client, header := e.frontProxyClient(b)
 	return fetchProfile(b, client, e.cp.DockerIOSURL, header, path, d)
+}
+
+// profileKubeAPIServer fetches a CPU profile of kube-apiserver over the
+// next d into path, as the cluster's admin.
+func (e *env) profileKubeAPIServer(b *testing.B, path string, d time.Duration) chan struct{} {
+	cfg := framework.RESTConfig(b, e.cp.AdminKubeconfig)
+	client, err := rest.HTTPClientFor(cfg)
+	require.NoError(b, err)
+	return fetchProfile(b, client, cfg.Host, nil, path, d)
 }
 
 // fetchProfile fetches a CPU profile over the next d from the pprof

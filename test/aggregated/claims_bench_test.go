@@ -46,6 +46,9 @@ var (
 	claimBenchClients = flag.String("bench-claim-clients", "1,10,50", "concurrent clients of BenchmarkClaimBoundThroughKubeAPIServer, comma-separated: each number is a measurement of its own")
 	claimBenchBurst   = flag.Int("bench-claim-burst", 50, "objects of each kind one burst of BenchmarkClaimBoundThroughKubeAPIServer creates, shared among its clients, each making its share one after another")
 	claimBenchRounds  = flag.Int("bench-claim-rounds", 8, "rounds BenchmarkClaimBoundThroughKubeAPIServer alternates claims, look-alike CRD objects and ConfigMaps over, at each number of clients")
+	claimBenchProfB   = flag.Int("bench-claim-profiled-bursts", 6, "with -bench-dockerios-cpuprofile or -bench-kube-apiserver-cpuprofile, bursts of claims BenchmarkClaimBoundThroughKubeAPIServer prepares for the profile after its measured rounds; it makes them until the profile (-bench-dockerios-cpuprofile-duration) ends")
+	claimBenchProfC   = flag.Int("bench-claim-profiled-clients", 0, "concurrent clients of the profiled bursts (0: the most -bench-claim-clients names)")
+	kubeAPIProfile    = flag.String("bench-kube-apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver during BenchmarkClaimBoundThroughKubeAPIServer's profiled bursts of claims to this file")
 )
 
 // crdClaims is MacOSMachineClaim again, as a CustomResourceDefinition in a
@@ -166,8 +169,8 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 	e.addIdentities(b, identityPool, "claims-bench", fleetSize, measured, 8)
 
 	extra := 0
-	if *benchProfile != "" {
-		extra = 6 // bursts of claims profiled after the measured rounds
+	if *benchProfile != "" || *kubeAPIProfile != "" {
+		extra = *claimBenchProfB // bursts of claims profiled after the measured rounds
 	}
 	e.addIdentities(b, identityPool, "claims-bench-profiled", fleetSize+measured, perBurst*extra, 8)
 
@@ -265,18 +268,37 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 	}
 
 	if extra > 0 {
-		// Where a claim's time goes in our server: bursts of claims only,
-		// by the most clients measured, under the profiler.
-		clients := slices.Max(levels)
+		// Where a claim's time goes in our server and in kube-apiserver:
+		// bursts of claims only, under the profilers, until they end.
+		clients := *claimBenchProfC
+		if clients <= 0 {
+			clients = slices.Max(levels)
+		}
 		for r := range extra {
 			warm(burstNo + r)
 		}
-		profiled := e.profileDockerIOS(b, *benchProfile, 3*time.Second)
+		settle(b, pids)
+		var profiles []chan struct{}
+		if *benchProfile != "" {
+			profiles = append(profiles, e.profileDockerIOS(b, *benchProfile, *benchProfileD))
+		}
+		if *kubeAPIProfile != "" {
+			profiles = append(profiles, e.profileKubeAPIServer(b, *kubeAPIProfile, *benchProfileD))
+		}
+		profiling := time.Now()
+		made := 0
 		for r := range extra {
+			if time.Since(profiling) > *benchProfileD {
+				break
+			}
 			n := burstNo + r
 			burst(b, clients, perBurst, func(i int) error { return claim(n, i) })
+			made++
 		}
-		<-profiled
+		for _, p := range profiles {
+			<-p
+		}
+		b.Logf("profiled %d bursts of %d claims by %d clients over %s (prepared %d)", made, perBurst, clients, *benchProfileD, extra)
 	}
 
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
