@@ -29,7 +29,9 @@ import (
 )
 
 // BenchmarkPickFromAWarmPool is the view's share of a claim create with a
-// large warm pool: every create looks at each bindable machine of its pool.
+// small and a large warm pool: taken in the pool's order, it should not
+// grow with the pool (a scan of every machine did: 2.5 µs at 50, 47 µs at
+// 1,500).
 func BenchmarkPickFromAWarmPool(b *testing.B) {
 	for _, size := range []int{50, 1500} {
 		b.Run(strconv.Itoa(size), func(b *testing.B) {
