@@ -255,6 +255,13 @@ func (e *env) profileDockerIOS(b *testing.B, path string, d time.Duration) chan 
 	return fetchProfile(b, client, e.cp.DockerIOSURL, header, path, d)
 }
 
+// allocProfileDockerIOS fetches what the DockerIOS apiserver allocates over
+// the next d (a delta of its allocation profile) into path.
+func (e *env) allocProfileDockerIOS(b *testing.B, path string, d time.Duration) chan struct{} {
+	client, header := e.frontProxyClient(b)
+	return fetchPprof(b, client, e.cp.DockerIOSURL, header, "allocs", path, d)
+}
+
 // profileKubeAPIServer fetches a CPU profile of kube-apiserver over the
 // next d into path, as the cluster's admin.
 func (e *env) profileKubeAPIServer(b *testing.B, path string, d time.Duration) chan struct{} {
@@ -267,8 +274,13 @@ func (e *env) profileKubeAPIServer(b *testing.B, path string, d time.Duration) c
 // fetchProfile fetches a CPU profile over the next d from the pprof
 // handler at base into path; the returned channel closes when it is written.
 func fetchProfile(b *testing.B, client *http.Client, base string, header http.Header, path string, d time.Duration) chan struct{} {
+	return fetchPprof(b, client, base, header, "profile", path, d)
+}
+
+// fetchPprof fetches the pprof profile called name over the next d.
+func fetchPprof(b *testing.B, client *http.Client, base string, header http.Header, name, path string, d time.Duration) chan struct{} {
 	done := make(chan struct{})
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Seconds())), nil)
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", base, name, int(d.Seconds())), nil)
 	require.NoError(b, err)
 	for k, v := range header {
 		req.Header[k] = v

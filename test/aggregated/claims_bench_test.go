@@ -46,9 +46,10 @@ var (
 	claimBenchClients = flag.String("bench-claim-clients", "1,10,50", "concurrent clients of BenchmarkClaimBoundThroughKubeAPIServer, comma-separated: each number is a measurement of its own")
 	claimBenchBurst   = flag.Int("bench-claim-burst", 50, "objects of each kind one burst of BenchmarkClaimBoundThroughKubeAPIServer creates, shared among its clients, each making its share one after another")
 	claimBenchRounds  = flag.Int("bench-claim-rounds", 8, "rounds BenchmarkClaimBoundThroughKubeAPIServer alternates claims, look-alike CRD objects and ConfigMaps over, at each number of clients")
-	claimBenchProfB   = flag.Int("bench-claim-profiled-bursts", 6, "with -bench-dockerios-cpuprofile or -bench-kube-apiserver-cpuprofile, bursts of claims BenchmarkClaimBoundThroughKubeAPIServer prepares for the profile after its measured rounds; it makes them until the profile (-bench-dockerios-cpuprofile-duration) ends")
+	claimBenchProfB   = flag.Int("bench-claim-profiled-bursts", 6, "with -bench-dockerios-cpuprofile, -bench-dockerios-allocprofile or -bench-kube-apiserver-cpuprofile, bursts of claims BenchmarkClaimBoundThroughKubeAPIServer prepares for the profile after its measured rounds; it makes them until the profile (-bench-dockerios-cpuprofile-duration) ends")
 	claimBenchProfC   = flag.Int("bench-claim-profiled-clients", 0, "concurrent clients of the profiled bursts (0: the most -bench-claim-clients names)")
 	kubeAPIProfile    = flag.String("bench-kube-apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver during BenchmarkClaimBoundThroughKubeAPIServer's profiled bursts of claims to this file")
+	allocProfile      = flag.String("bench-dockerios-allocprofile", "", "write what the DockerIOS apiserver allocates during BenchmarkClaimBoundThroughKubeAPIServer's profiled bursts of claims to this file")
 )
 
 // crdClaims is MacOSMachineClaim again, as a CustomResourceDefinition in a
@@ -169,7 +170,7 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 	e.addIdentities(b, identityPool, "claims-bench", fleetSize, measured, 8)
 
 	extra := 0
-	if *benchProfile != "" || *kubeAPIProfile != "" {
+	if *benchProfile != "" || *kubeAPIProfile != "" || *allocProfile != "" {
 		extra = *claimBenchProfB // bursts of claims profiled after the measured rounds
 	}
 	e.addIdentities(b, identityPool, "claims-bench-profiled", fleetSize+measured, perBurst*extra, 8)
@@ -284,6 +285,9 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		}
 		if *kubeAPIProfile != "" {
 			profiles = append(profiles, e.profileKubeAPIServer(b, *kubeAPIProfile, *benchProfileD))
+		}
+		if *allocProfile != "" {
+			profiles = append(profiles, e.allocProfileDockerIOS(b, *allocProfile, *benchProfileD))
 		}
 		profiling := time.Now()
 		made := 0
