@@ -83,15 +83,18 @@ type Fresh struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
-	// byAsked orders the questions, most recently asked first, so that
-	// the one to forget when full is found without a scan: it happens on
-	// a request's path, under mu.
-	byAsked *list.List // of question strings
+	// byAsked orders the entries, most recently asked first, so that the
+	// one to forget when full is found without a scan: it happens on a
+	// request's path, under mu. Its elements hold the entries themselves,
+	// so that a pass of Run over a full memory (8,192 by default) looks
+	// nothing up while it holds mu.
+	byAsked *list.List // of *entry
 }
 
 var _ authorizer.Authorizer = &Fresh{}
 
 type entry struct {
+	q          string
 	attrs      authorizer.AttributesRecord
 	answer     answer
 	answerSent time.Time // when the question that answered it was sent
@@ -155,9 +158,10 @@ func (f *Fresh) keep(q string, attrs authorizer.Attributes, a answer, sent time.
 			return
 		}
 		if len(f.entries) >= f.opts.MaxEntries {
-			f.forget(f.byAsked.Back().Value.(string))
+			f.forget(f.byAsked.Back().Value.(*entry))
 		}
-		e = &entry{attrs: record(attrs), lastAsked: sent, asked: f.byAsked.PushFront(q)}
+		e = &entry{q: q, attrs: record(attrs), lastAsked: sent}
+		e.asked = f.byAsked.PushFront(e)
 		f.entries[q] = e
 	}
 	if sent.Before(e.answerSent) {
@@ -166,12 +170,10 @@ func (f *Fresh) keep(q string, attrs authorizer.Attributes, a answer, sent time.
 	e.answer, e.answerSent = a, sent
 }
 
-// forget drops q. The caller holds mu.
-func (f *Fresh) forget(q string) {
-	if e := f.entries[q]; e != nil {
-		f.byAsked.Remove(e.asked)
-		delete(f.entries, q)
-	}
+// forget drops e. The caller holds mu.
+func (f *Fresh) forget(e *entry) {
+	f.byAsked.Remove(e.asked)
+	delete(f.entries, e.q)
 }
 
 // ConditionsAwareAuthorize is inner's, unkept: the delegated authorizer
@@ -219,16 +221,15 @@ func (f *Fresh) refreshDue(ctx context.Context) {
 	f.mu.Lock()
 	// Most recently asked first: the pass's cap keeps those.
 	for el := f.byAsked.Front(); el != nil; {
-		q := el.Value.(string)
+		e := el.Value.(*entry)
 		el = el.Next()
-		e := f.entries[q]
 		age, ttl := now.Sub(e.answerSent), f.ttl(e.answer)
 		recent := f.opts.RefreshWindow > 0 && now.Sub(e.lastAsked) <= f.opts.RefreshWindow
 		switch {
 		case !recent && age >= ttl:
-			f.forget(q)
+			f.forget(e)
 		case recent && age >= ttl*3/4 && len(dues) < f.opts.MaxRefreshesPerPass:
-			dues = append(dues, due{q, e.attrs})
+			dues = append(dues, due{e.q, e.attrs})
 		}
 	}
 	f.mu.Unlock()
