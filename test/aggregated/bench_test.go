@@ -141,7 +141,7 @@ func BenchmarkCreatesThroughKubeAPIServer(b *testing.B) {
 		before := readCPU(b, pids)
 		var profiled, etcdProfiled chan struct{}
 		if round == 0 && *benchProfile != "" {
-			profiled = e.profileDockerIOS(b, *benchProfile, *benchProfileD)
+			profiled = e.profileDockerIOS(b, "profile", *benchProfile, *benchProfileD)
 		}
 		if round == 0 && *benchEtcdProf != "" {
 			etcdProfiled = fetchProfile(b, http.DefaultClient, e.cp.EtcdURL, nil, *benchEtcdProf, *benchProfileD)
@@ -247,19 +247,13 @@ func (e *env) waitForWatches(b *testing.B, resources ...string) {
 	}
 }
 
-// profileDockerIOS fetches a CPU profile of the DockerIOS apiserver over
-// the next d into path, straight from the server with the front-proxy
-// certificate (kube-apiserver proxies only /apis/dockerios.io).
-func (e *env) profileDockerIOS(b *testing.B, path string, d time.Duration) chan struct{} {
+// profileDockerIOS fetches the DockerIOS apiserver's pprof profile called
+// name ("profile" for CPU, "allocs" for what it allocates) over the next d
+// into path, straight from the server with the front-proxy certificate
+// (kube-apiserver proxies only /apis/dockerios.io).
+func (e *env) profileDockerIOS(b *testing.B, name, path string, d time.Duration) chan struct{} {
 	client, header := e.frontProxyClient(b)
-	return fetchProfile(b, client, e.cp.DockerIOSURL, header, path, d)
-}
-
-// allocProfileDockerIOS fetches what the DockerIOS apiserver allocates over
-// the next d (a delta of its allocation profile) into path.
-func (e *env) allocProfileDockerIOS(b *testing.B, path string, d time.Duration) chan struct{} {
-	client, header := e.frontProxyClient(b)
-	return fetchPprof(b, client, e.cp.DockerIOSURL, header, "allocs", path, d)
+	return fetchPprof(b, client, e.cp.DockerIOSURL, header, name, path, d)
 }
 
 // profileKubeAPIServer fetches a CPU profile of kube-apiserver over the

@@ -281,13 +281,13 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		settle(b, pids)
 		var profiles []chan struct{}
 		if *benchProfile != "" {
-			profiles = append(profiles, e.profileDockerIOS(b, *benchProfile, *benchProfileD))
+			profiles = append(profiles, e.profileDockerIOS(b, "profile", *benchProfile, *benchProfileD))
 		}
 		if *kubeAPIProfile != "" {
 			profiles = append(profiles, e.profileKubeAPIServer(b, *kubeAPIProfile, *benchProfileD))
 		}
 		if *allocProfile != "" {
-			profiles = append(profiles, e.allocProfileDockerIOS(b, *allocProfile, *benchProfileD))
+			profiles = append(profiles, e.profileDockerIOS(b, "allocs", *allocProfile, *benchProfileD))
 		}
 		profiling := time.Now()
 		made := 0

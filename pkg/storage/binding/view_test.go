@@ -33,8 +33,8 @@ import (
 )
 
 // TestMachineView_PicksWhatAFullScanWould drives the view with random watch
-// events — machines becoming Ready (again, with a later readySince), bound,
-// released, deleted, moved between label sets — and random picks with and
+// events — machines becoming Ready (again, with a later readySince), not
+// Ready, bound, deleted, relabelled — and random picks with and
 // without selectors, some left in flight, and checks every answer against
 // a scan of every machine the events left bindable: the one Ready longest,
 // then by name, that no pick in flight holds and the selector admits. The
