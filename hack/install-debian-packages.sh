@@ -6,7 +6,7 @@
 #
 #   tar, diffutils, gawk, coreutils, procps, util-linux   the scripts
 #   curl                                                  docs/users/workloads.md's look at the fake GitLab
-#   protobuf-compiler                                     hack/verify-protos.sh
+#   protobuf-compiler                                     hack/verify-protos.sh, hack/verify-codegen.sh
 #   fdisk, mtools, qemu-utils                             the bootdisk builder's tests
 #   python3                                               the bootdisk recovery tests (they run
 #                                                         fetch-macOS-v2.py)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates everything under pkg/ that a generator owns: deepcopy, conversion
-# and defaulter functions, OpenAPI definitions, and the clientset, listers,
-# informers and apply configurations in pkg/generated; and the field reference
-# docs/reference/fields.md, made from those OpenAPI definitions.
+# and defaulter functions, OpenAPI definitions, the versioned types' protobuf
+# encoding (generated.proto, generated.pb.go and the protobuf tags in
+# types.go), and the clientset, listers, informers and apply configurations in
+# pkg/generated; and the field reference docs/reference/fields.md, made from
+# those OpenAPI definitions.
 #
 # The generators come from k8s.io/code-generator and k8s.io/kube-openapi at the
 # versions go.mod pins, so the output depends only on this repository.
@@ -48,6 +50,40 @@ kube::codegen::gen_client \
     --output-pkg "${MODULE}/pkg/generated" \
     --boilerplate "${BOILERPLATE}" \
     "${ROOT}/pkg/apis"
+
+# The versioned types' protobuf encoding (generated.proto, generated.pb.go,
+# and the protobuf tags go-to-protobuf writes into types.go): storage keeps
+# our objects in protobuf, as kube-apiserver keeps its own, because decoding
+# and encoding JSON was the largest single cost of a claim in our server.
+# go-to-protobuf reads and writes packages by import path under one root, and
+# protoc finds the imported .proto files there too, so the root is a scratch
+# tree of links: this repository, and apimachinery and gogo/protobuf (for
+# gogo.proto and the descriptor.proto it imports) from the module cache at the
+# versions go.mod pins. protoc is Debian's protobuf-compiler.
+"${ROOT}/hack/ensure-protoc.sh"
+PROTO_ROOT="$(mktemp -d -t dockerios-codegen-protobuf.XXXXXX)"
+trap 'rm -rf "${PROTO_ROOT}"' EXIT
+CODEGEN_VERSION="$(go list -m -f '{{.Version}}' k8s.io/code-generator)"
+TOOLS_VERSION="$(go list -m -f '{{.Version}}' golang.org/x/tools)"
+# Built outside this module, at the versions it pins: protoc-gen-gogo needs
+# gogo/protobuf and goimports x/telemetry, which nothing we ship imports.
+(cd "${PROTO_ROOT}" && go install "k8s.io/code-generator/cmd/go-to-protobuf@${CODEGEN_VERSION}" \
+    "k8s.io/code-generator/cmd/go-to-protobuf/protoc-gen-gogo@${CODEGEN_VERSION}" &&
+  go install "golang.org/x/tools/cmd/goimports@${TOOLS_VERSION}")
+GOGO_DIR="$(cd "${PROTO_ROOT}" && go mod download -json github.com/gogo/protobuf@v1.3.2 | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+go mod download k8s.io/apimachinery
+mkdir -p "${PROTO_ROOT}/src/$(dirname "${MODULE}")" "${PROTO_ROOT}/src/k8s.io" "${PROTO_ROOT}/src/github.com/gogo"
+ln -s "${ROOT}" "${PROTO_ROOT}/src/${MODULE}"
+ln -s "$(go list -m -f '{{.Dir}}' k8s.io/apimachinery)" "${PROTO_ROOT}/src/k8s.io/apimachinery"
+ln -s "${GOGO_DIR}" "${PROTO_ROOT}/src/github.com/gogo/protobuf"
+# The packages listed with a leading '-' are only imported, never written.
+PATH="${GOBIN}:${PATH}" "${GOBIN}/go-to-protobuf" \
+    --go-header-file "${BOILERPLATE}" \
+    --output-dir "${PROTO_ROOT}/src" \
+    --proto-import "${PROTO_ROOT}/src" \
+    --proto-import "${GOGO_DIR}/protobuf" \
+    --apimachinery-packages "-k8s.io/apimachinery/pkg/util/intstr,-k8s.io/apimachinery/pkg/api/resource,-k8s.io/apimachinery/pkg/runtime/schema,-k8s.io/apimachinery/pkg/runtime,-k8s.io/apimachinery/pkg/apis/meta/v1" \
+    --packages "${MODULE}/pkg/apis/dockerio/v1alpha1"
 
 # The field reference is read from the OpenAPI definitions written above (the
 # types' doc comments), so it follows the types like any generated code.

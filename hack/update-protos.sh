@@ -15,13 +15,7 @@ set -o pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "${ROOT}"
 
-if ! command -v protoc >/dev/null 2>&1; then
-  sudo=""
-  [[ "$(id -u)" -ne 0 ]] && sudo="sudo"
-  echo "protoc is missing; installing Debian's protobuf-compiler." >&2
-  ${sudo} apt-get update -qq
-  ${sudo} env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler
-fi
+"${ROOT}/hack/ensure-protoc.sh"
 
 # Plugins install into bin/ rather than the user's GOPATH.
 PLUGIN_BIN="${PROTOC_PLUGIN_BIN:-${ROOT}/bin/protoc-plugins}"

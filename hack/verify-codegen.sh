@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when the committed generated code (pkg/apis/**/zz_generated.*,
+# Fails when the committed generated code (pkg/apis/**/zz_generated.*, the
+# protobuf encoding and the protobuf tags it writes into v1alpha1/types.go,
 # pkg/generated), the API rule report or the field reference
 # (docs/reference/fields.md) is not what hack/update-codegen.sh produces from
 # the current sources. It regenerates into a scratch copy of
@@ -21,7 +22,8 @@ CODEGEN_BIN="${ROOT}/bin/codegen" "${SCRATCH}/hack/update-codegen.sh" >/dev/null
 # Compare only what the generators own, so unrelated edits in flight never
 # count as staleness.
 generated() {
-  (cd "$1" && find pkg/generated -type f && find pkg/apis -name 'zz_generated.*' -type f && echo hack/api-rules-violations.list && echo docs/reference/fields.md) | LC_ALL=C sort
+  (cd "$1" && find pkg/generated -type f && find pkg/apis \( -name 'zz_generated.*' -o -name 'generated.proto' -o -name 'generated.pb.go' \) -type f &&
+    echo pkg/apis/dockerio/v1alpha1/types.go && echo hack/api-rules-violations.list && echo docs/reference/fields.md) | LC_ALL=C sort
 }
 status=0
 diff <(generated "${ROOT}") <(generated "${SCRATCH}") || status=$?

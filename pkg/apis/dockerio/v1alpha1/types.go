@@ -35,44 +35,44 @@ import (
 type MacOSMachineClass struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec describes the machines of this class.
-	Spec MacOSMachineClassSpec `json:"spec"`
+	Spec MacOSMachineClassSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status reports whether machines of this class can be made right now.
 	// +optional
-	Status MacOSMachineClassStatus `json:"status,omitempty"`
+	Status MacOSMachineClassStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // MacOSMachineClassSpec is the shape of every machine of a class.
 type MacOSMachineClassSpec struct {
 	// cpu is the virtual CPU presented to macOS.
 	// +optional
-	CPU CPUSpec `json:"cpu,omitempty"`
+	CPU CPUSpec `json:"cpu,omitempty" protobuf:"bytes,1,opt,name=cpu"`
 	// memory is the guest memory, for example "16Gi". Defaults to 8Gi.
 	// +optional
-	Memory *resource.Quantity `json:"memory,omitempty"`
+	Memory *resource.Quantity `json:"memory,omitempty" protobuf:"bytes,2,opt,name=memory"`
 	// systemDisk is the disk macOS is installed on, cloned from the image.
-	SystemDisk SystemDiskSpec `json:"systemDisk"`
+	SystemDisk SystemDiskSpec `json:"systemDisk" protobuf:"bytes,3,opt,name=systemDisk"`
 	// imageName is the MacOSImage machines of this class are cloned from,
 	// unless a machine names its own.
-	ImageName string `json:"imageName"`
+	ImageName string `json:"imageName" protobuf:"bytes,4,opt,name=imageName"`
 	// identityPoolName is the MacOSIdentityPool machines of this class draw
 	// their Apple identity from. Immutable: machines hold identities from
 	// this pool for their whole life.
-	IdentityPoolName string `json:"identityPoolName"`
+	IdentityPoolName string `json:"identityPoolName" protobuf:"bytes,5,opt,name=identityPoolName"`
 	// smbiosModel is the Mac model the firmware reports, for example
 	// "iMacPro1,1". It must equal the model of the identity pool. Immutable.
 	// Defaults to "iMacPro1,1".
 	// +optional
-	SMBIOSModel string `json:"smbiosModel,omitempty"`
+	SMBIOSModel string `json:"smbiosModel,omitempty" protobuf:"bytes,6,opt,name=smbiosModel"`
 	// display is the resolution the bootdisk sets for the guest console.
 	// +optional
-	Display DisplaySpec `json:"display,omitempty"`
+	Display DisplaySpec `json:"display,omitempty" protobuf:"bytes,7,opt,name=display"`
 	// agentNetwork is the network the guest agent is reached on. When unset,
 	// the agent is reached on the pod network.
 	// +optional
-	AgentNetwork *AgentNetworkSpec `json:"agentNetwork,omitempty"`
+	AgentNetwork *AgentNetworkSpec `json:"agentNetwork,omitempty" protobuf:"bytes,8,opt,name=agentNetwork"`
 	// hostDevices are devices passed through to the guest, such as GPUs,
 	// provisioned by a device plugin. A machine with host devices cannot be
 	// live-migrated: when its node is lost, the machine is failed and replaced.
@@ -81,14 +81,14 @@ type MacOSMachineClassSpec struct {
 	// +listMapKey=name
 	// +patchStrategy=merge
 	// +patchMergeKey=name
-	HostDevices []HostDeviceSpec `json:"hostDevices,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
+	HostDevices []HostDeviceSpec `json:"hostDevices,omitempty" patchStrategy:"merge" patchMergeKey:"name" protobuf:"bytes,9,rep,name=hostDevices"`
 	// startTimeout bounds the time from the virtual machine's creation to
 	// the guest agent reporting Ready, whatever holds the machine up on the
 	// way: a VirtualMachineInstance that is not scheduled, that fails or
 	// crash-loops, or a guest that never reports. A machine that exceeds it
 	// fails, says what it saw, and gives back what it holds. Defaults to 20m.
 	// +optional
-	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
+	StartTimeout *metav1.Duration `json:"startTimeout,omitempty" protobuf:"bytes,10,opt,name=startTimeout"`
 	// agentUnresponsiveTimeout bounds how long a machine that was Ready may
 	// have a guest agent that does not answer, or answers with a status its
 	// poll loop stopped updating, while its VirtualMachineInstance runs:
@@ -97,7 +97,7 @@ type MacOSMachineClassSpec struct {
 	// not apply while many agents are unreachable at once (a fault of the
 	// agent network, not of the guests). Defaults to 3m.
 	// +optional
-	AgentUnresponsiveTimeout *metav1.Duration `json:"agentUnresponsiveTimeout,omitempty"`
+	AgentUnresponsiveTimeout *metav1.Duration `json:"agentUnresponsiveTimeout,omitempty" protobuf:"bytes,11,opt,name=agentUnresponsiveTimeout"`
 	// nodeLostGracePeriod is how long a machine whose node stopped being
 	// Ready is given for the node to come back before it is failed and
 	// replaced. Its VM may still run on the lost node, so the failed
@@ -107,44 +107,44 @@ type MacOSMachineClassSpec struct {
 	// cannot move and is failed at once, without this grace. Zero fails
 	// at once too. Defaults to 5m.
 	// +optional
-	NodeLostGracePeriod *metav1.Duration `json:"nodeLostGracePeriod,omitempty"`
+	NodeLostGracePeriod *metav1.Duration `json:"nodeLostGracePeriod,omitempty" protobuf:"bytes,12,opt,name=nodeLostGracePeriod"`
 	// preserveDiskOnFailure keeps the system disk of a failed machine for
 	// inspection instead of deleting it with the machine.
 	// +optional
-	PreserveDiskOnFailure bool `json:"preserveDiskOnFailure,omitempty"`
+	PreserveDiskOnFailure bool `json:"preserveDiskOnFailure,omitempty" protobuf:"varint,13,opt,name=preserveDiskOnFailure"`
 	// bootdiskBuilderImage is the container image that renders each
 	// machine's OpenCore bootdisk. When empty, the controller's default is used.
 	// +optional
-	BootdiskBuilderImage string `json:"bootdiskBuilderImage,omitempty"`
+	BootdiskBuilderImage string `json:"bootdiskBuilderImage,omitempty" protobuf:"bytes,14,opt,name=bootdiskBuilderImage"`
 }
 
 // CPUSpec is the virtual CPU of a machine.
 type CPUSpec struct {
 	// cores is the number of CPU cores. Defaults to 4.
 	// +optional
-	Cores int32 `json:"cores,omitempty"`
+	Cores int32 `json:"cores,omitempty" protobuf:"varint,1,opt,name=cores"`
 	// model is the CPU model KubeVirt asks libvirt for, for example "Penryn"
 	// or "host-passthrough". Defaults to "Penryn", the model known to boot
 	// macOS under QEMU.
 	// +optional
-	Model string `json:"model,omitempty"`
+	Model string `json:"model,omitempty" protobuf:"bytes,2,opt,name=model"`
 	// features adjusts single CPU feature flags of the model.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +patchStrategy=merge
 	// +patchMergeKey=name
-	Features []CPUFeature `json:"features,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
+	Features []CPUFeature `json:"features,omitempty" patchStrategy:"merge" patchMergeKey:"name" protobuf:"bytes,3,rep,name=features"`
 }
 
 // CPUFeature turns one CPU feature flag on or off.
 type CPUFeature struct {
 	// name of the feature, as libvirt names it, for example "avx2".
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// policy is one of force, require, optional, disable, forbid, with
 	// libvirt's meaning. Defaults to require.
 	// +optional
-	Policy CPUFeaturePolicy `json:"policy,omitempty"`
+	Policy CPUFeaturePolicy `json:"policy,omitempty" protobuf:"bytes,2,opt,name=policy,casttype=CPUFeaturePolicy"`
 }
 
 // CPUFeaturePolicy says how a CPU feature flag is applied.
@@ -162,18 +162,21 @@ const (
 
 // SystemDiskSpec is the disk macOS runs from.
 type SystemDiskSpec struct {
+	// The Go field is Capacity, not Size as its JSON name would make it:
+	// the protobuf encoding gives every type a Size method.
+
 	// size of the system disk, at least the size of the image, for example "128Gi".
-	Size resource.Quantity `json:"size"`
+	Capacity resource.Quantity `json:"size" protobuf:"bytes,1,opt,name=size"`
 	// storageClassName is the StorageClass the disk is cloned into. When
 	// unset, the cluster's default StorageClass is used.
 	// +optional
-	StorageClassName *string `json:"storageClassName,omitempty"`
+	StorageClassName *string `json:"storageClassName,omitempty" protobuf:"bytes,2,opt,name=storageClassName"`
 	// bus is the controller the disk sits on: nvme, sata or virtio.
 	// Defaults to sata, which macOS drives natively and every KubeVirt
 	// launcher can start; nvme needs a launcher whose libvirt (11.5 or
 	// later) and QEMU both have emulated NVMe.
 	// +optional
-	Bus DiskBus `json:"bus,omitempty"`
+	Bus DiskBus `json:"bus,omitempty" protobuf:"bytes,3,opt,name=bus,casttype=DiskBus"`
 }
 
 // DiskBus is the controller a disk is attached to.
@@ -192,39 +195,39 @@ const (
 type DisplaySpec struct {
 	// width in pixels. Defaults to 1920.
 	// +optional
-	Width int32 `json:"width,omitempty"`
+	Width int32 `json:"width,omitempty" protobuf:"varint,1,opt,name=width"`
 	// height in pixels. Defaults to 1080.
 	// +optional
-	Height int32 `json:"height,omitempty"`
+	Height int32 `json:"height,omitempty" protobuf:"varint,2,opt,name=height"`
 }
 
 // AgentNetworkSpec is the dedicated network of the guest agent.
 type AgentNetworkSpec struct {
 	// networkName is the Multus NetworkAttachmentDefinition, as "name" (in
 	// the machine's namespace) or "namespace/name".
-	NetworkName string `json:"networkName"`
+	NetworkName string `json:"networkName" protobuf:"bytes,1,opt,name=networkName"`
 	// port the guest agent listens on. Defaults to 8443.
 	// +optional
-	Port int32 `json:"port,omitempty"`
+	Port int32 `json:"port,omitempty" protobuf:"varint,2,opt,name=port"`
 }
 
 // HostDeviceSpec is one device passed through to the guest.
 type HostDeviceSpec struct {
 	// name of the device in the virtual machine.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// deviceName is the resource name the device plugin advertises, for
 	// example "nvidia.com/GP102GL_Tesla_P40".
-	DeviceName string `json:"deviceName"`
+	DeviceName string `json:"deviceName" protobuf:"bytes,2,opt,name=deviceName"`
 	// gpu marks the device as a GPU (KubeVirt's gpus list rather than hostDevices).
 	// +optional
-	GPU bool `json:"gpu,omitempty"`
+	GPU bool `json:"gpu,omitempty" protobuf:"varint,3,opt,name=gpu"`
 }
 
 // MacOSMachineClassStatus reports whether machines of a class can be made.
 type MacOSMachineClassStatus struct {
 	// observedGeneration is the generation the controller last acted on.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 	// conditions: StorageAvailable is False while new machines of this class
 	// are held back because cloning into its StorageClass failed.
 	// +optional
@@ -232,26 +235,26 @@ type MacOSMachineClassStatus struct {
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,2,rep,name=conditions"`
 	// storageHoldBack is set while cloning into the class's StorageClass
 	// fails: new machines of the class wait until until, then one of them
 	// (probe) tries a clone while the others wait for its outcome. Each
 	// failure in a row doubles the wait; a success clears it.
 	// +optional
-	StorageHoldBack *StorageHoldBack `json:"storageHoldBack,omitempty"`
+	StorageHoldBack *StorageHoldBack `json:"storageHoldBack,omitempty" protobuf:"bytes,3,opt,name=storageHoldBack"`
 }
 
 // StorageHoldBack is how new system disks of a class wait for storage that
 // failed a clone.
 type StorageHoldBack struct {
 	// failures is how many clones into the StorageClass failed in a row.
-	Failures int32 `json:"failures"`
+	Failures int32 `json:"failures" protobuf:"varint,1,opt,name=failures"`
 	// until is when one machine may try a clone again.
-	Until metav1.Time `json:"until"`
+	Until metav1.Time `json:"until" protobuf:"bytes,2,opt,name=until"`
 	// probe is the machine (namespace/name) trying that clone; empty
 	// until one does.
 	// +optional
-	Probe string `json:"probe,omitempty"`
+	Probe string `json:"probe,omitempty" protobuf:"bytes,3,opt,name=probe"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -260,9 +263,9 @@ type StorageHoldBack struct {
 type MacOSMachineClassList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
-	Items []MacOSMachineClass `json:"items"`
+	Items []MacOSMachineClass `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -276,28 +279,28 @@ type MacOSMachineClassList struct {
 type MacOSImage struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec names the image's source.
-	Spec MacOSImageSpec `json:"spec"`
+	Spec MacOSImageSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status says whether the source exists and can be cloned.
 	// +optional
-	Status MacOSImageStatus `json:"status,omitempty"`
+	Status MacOSImageStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // MacOSImageSpec names a golden image and describes what is in it.
 type MacOSImageSpec struct {
 	// source is where CDI clones the image from.
-	Source ImageSource `json:"source"`
+	Source ImageSource `json:"source" protobuf:"bytes,1,opt,name=source"`
 	// release is the macOS release the image holds, for example "14.6" or "sonoma".
-	Release string `json:"release"`
+	Release string `json:"release" protobuf:"bytes,2,opt,name=release"`
 	// boardID is the Apple board-id the image was installed for, for
 	// example "Mac-7BA5B2D9E42DDD94". Informational.
 	// +optional
-	BoardID string `json:"boardID,omitempty"`
+	BoardID string `json:"boardID,omitempty" protobuf:"bytes,3,opt,name=boardID"`
 	// checksum of the image content, as "sha256:<64 hex digits>". Informational.
 	// +optional
-	Checksum string `json:"checksum,omitempty"`
+	Checksum string `json:"checksum,omitempty" protobuf:"bytes,4,opt,name=checksum"`
 	// promoteFrom is the install-session machine whose system disk becomes
 	// the image: setting it shuts that machine's guest down, clones its
 	// system disk into a new volume beside the DataSource, points the
@@ -305,17 +308,17 @@ type MacOSImageSpec struct {
 	// deletes the machine, releasing its identity. status.promotion says how
 	// far it has come. Requires source.dataSource.
 	// +optional
-	PromoteFrom *NamespacedObjectReference `json:"promoteFrom,omitempty"`
+	PromoteFrom *NamespacedObjectReference `json:"promoteFrom,omitempty" protobuf:"bytes,5,opt,name=promoteFrom"`
 }
 
 // ImageSource is a CDI clone source. Exactly one member is set.
 type ImageSource struct {
 	// dataSource is a CDI DataSource.
 	// +optional
-	DataSource *NamespacedObjectReference `json:"dataSource,omitempty"`
+	DataSource *NamespacedObjectReference `json:"dataSource,omitempty" protobuf:"bytes,1,opt,name=dataSource"`
 	// pvc is a PersistentVolumeClaim.
 	// +optional
-	PVC *NamespacedObjectReference `json:"pvc,omitempty"`
+	PVC *NamespacedObjectReference `json:"pvc,omitempty" protobuf:"bytes,2,opt,name=pvc"`
 	// recovery makes the image from Apple's recovery service instead of
 	// from a disk someone already has: the controller fetches the release's
 	// recovery image into a volume beside dataSource (which it requires),
@@ -323,7 +326,7 @@ type ImageSource struct {
 	// one points dataSource at the installed disk. Until then the image is
 	// not Ready.
 	// +optional
-	Recovery *RecoverySource `json:"recovery,omitempty"`
+	Recovery *RecoverySource `json:"recovery,omitempty" protobuf:"bytes,3,opt,name=recovery"`
 }
 
 // RecoverySource is what to ask Apple's recovery service for.
@@ -332,29 +335,29 @@ type RecoverySource struct {
 	// fetch-macOS-v2.py gives it: high-sierra, mojave, catalina, big-sur,
 	// monterey, ventura, sonoma, sequoia or tahoe. It must be the release
 	// spec.release names.
-	Release string `json:"release"`
+	Release string `json:"release" protobuf:"bytes,1,opt,name=release"`
 	// boardID is the board the service is asked as, for example
 	// "Mac-827FAC58A8FDFA22". The service answers each board with the
 	// releases that board can run, so it must be a board of a model that
 	// runs the release. Defaults to the board fetch-macOS-v2.py asks for
 	// the release.
 	// +optional
-	BoardID string `json:"boardID,omitempty"`
+	BoardID string `json:"boardID,omitempty" protobuf:"bytes,2,opt,name=boardID"`
 }
 
 // NamespacedObjectReference names an object in a namespace.
 type NamespacedObjectReference struct {
 	// namespace of the object.
-	Namespace string `json:"namespace"`
+	Namespace string `json:"namespace" protobuf:"bytes,1,opt,name=namespace"`
 	// name of the object.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,2,opt,name=name"`
 }
 
 // MacOSImageStatus reports whether an image can be cloned.
 type MacOSImageStatus struct {
 	// observedGeneration is the generation the controller last checked.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 	// conditions: Ready is True when the source exists and is ready to
 	// clone; RecoveryReady, for an image with source.recovery, is True once
 	// the recovery image is fetched, verified and converted; Promoted
@@ -364,17 +367,17 @@ type MacOSImageStatus struct {
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,2,rep,name=conditions"`
 	// recovery reports the fetch of the recovery image.
 	// +optional
-	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+	Recovery *RecoveryStatus `json:"recovery,omitempty" protobuf:"bytes,3,opt,name=recovery"`
 	// promotion reports the last promotion of an install session's disk.
 	// +optional
-	Promotion *PromotionStatus `json:"promotion,omitempty"`
+	Promotion *PromotionStatus `json:"promotion,omitempty" protobuf:"bytes,4,opt,name=promotion"`
 	// macOSVersion is the macOS version the image's system runs, as the
 	// guest agent of the machine it was promoted from reported it.
 	// +optional
-	MacOSVersion string `json:"macOSVersion,omitempty"`
+	MacOSVersion string `json:"macOSVersion,omitempty" protobuf:"bytes,5,opt,name=macOSVersion"`
 }
 
 // RecoveryStatus is how far the fetch of a recovery image has come.
@@ -382,32 +385,32 @@ type RecoveryStatus struct {
 	// volumeName is the PersistentVolumeClaim, in the namespace of
 	// spec.source.dataSource, that holds the recovery image as a raw disk.
 	// +optional
-	VolumeName string `json:"volumeName,omitempty"`
+	VolumeName string `json:"volumeName,omitempty" protobuf:"bytes,1,opt,name=volumeName"`
 	// boardID is the board the service was asked as.
 	// +optional
-	BoardID string `json:"boardID,omitempty"`
+	BoardID string `json:"boardID,omitempty" protobuf:"bytes,2,opt,name=boardID"`
 	// product is the product the service answered with, for example
 	// "041-88800".
 	// +optional
-	Product string `json:"product,omitempty"`
+	Product string `json:"product,omitempty" protobuf:"bytes,3,opt,name=product"`
 	// bytesDone is how much of the recovery image the current attempt has
 	// downloaded.
 	// +optional
-	BytesDone int64 `json:"bytesDone,omitempty"`
+	BytesDone int64 `json:"bytesDone,omitempty" protobuf:"varint,4,opt,name=bytesDone"`
 	// bytesTotal is the size of the recovery image, as the service said.
 	// +optional
-	BytesTotal int64 `json:"bytesTotal,omitempty"`
+	BytesTotal int64 `json:"bytesTotal,omitempty" protobuf:"varint,5,opt,name=bytesTotal"`
 	// imageSHA256 is the sha256 of the downloaded BaseSystem.dmg, verified
 	// chunk by chunk against the chunklist the service signed.
 	// +optional
-	ImageSHA256 string `json:"imageSHA256,omitempty"`
+	ImageSHA256 string `json:"imageSHA256,omitempty" protobuf:"bytes,6,opt,name=imageSHA256"`
 	// attempts counts the fetches that failed in a row; each doubles the
 	// wait before the next.
 	// +optional
-	Attempts int32 `json:"attempts,omitempty"`
+	Attempts int32 `json:"attempts,omitempty" protobuf:"varint,7,opt,name=attempts"`
 	// nextAttemptTime is when the next fetch starts after a failure.
 	// +optional
-	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty" protobuf:"bytes,8,opt,name=nextAttemptTime"`
 }
 
 // PromotionPhase is where a promotion is.
@@ -429,17 +432,17 @@ const (
 // PromotionStatus is the last promotion of an install session's disk.
 type PromotionStatus struct {
 	// machine is the install session promoted from.
-	Machine NamespacedObjectReference `json:"machine"`
+	Machine NamespacedObjectReference `json:"machine" protobuf:"bytes,1,opt,name=machine"`
 	// phase of the promotion.
 	// +optional
-	Phase PromotionPhase `json:"phase,omitempty"`
+	Phase PromotionPhase `json:"phase,omitempty" protobuf:"bytes,2,opt,name=phase,casttype=PromotionPhase"`
 	// volumeName is the golden PersistentVolumeClaim, in the DataSource's
 	// namespace.
 	// +optional
-	VolumeName string `json:"volumeName,omitempty"`
+	VolumeName string `json:"volumeName,omitempty" protobuf:"bytes,3,opt,name=volumeName"`
 	// completionTime is when the DataSource was pointed at the volume.
 	// +optional
-	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	CompletionTime *metav1.Time `json:"completionTime,omitempty" protobuf:"bytes,4,opt,name=completionTime"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -448,9 +451,9 @@ type PromotionStatus struct {
 type MacOSImageList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
-	Items []MacOSImage `json:"items"`
+	Items []MacOSImage `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -465,43 +468,43 @@ type MacOSImageList struct {
 type MacOSIdentityPool struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec describes the identities the pool holds.
-	Spec MacOSIdentityPoolSpec `json:"spec"`
+	Spec MacOSIdentityPoolSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status counts the pool's identities and the demand on them.
 	// +optional
-	Status MacOSIdentityPoolStatus `json:"status,omitempty"`
+	Status MacOSIdentityPoolStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // MacOSIdentityPoolSpec describes a pool of identities.
 type MacOSIdentityPoolSpec struct {
 	// model is the SMBIOS model every identity of the pool is of, for
 	// example "iMacPro1,1". Immutable.
-	Model string `json:"model"`
+	Model string `json:"model" protobuf:"bytes,1,opt,name=model"`
 }
 
 // MacOSIdentityPoolStatus counts a pool's identities.
 type MacOSIdentityPoolStatus struct {
 	// total is the number of identities in the pool.
 	// +optional
-	Total int32 `json:"total"`
+	Total int32 `json:"total" protobuf:"varint,1,opt,name=total"`
 	// free is the number of identities no machine holds.
 	// +optional
-	Free int32 `json:"free"`
+	Free int32 `json:"free" protobuf:"varint,2,opt,name=free"`
 	// allocated is the number of identities held by a machine.
 	// +optional
-	Allocated int32 `json:"allocated"`
+	Allocated int32 `json:"allocated" protobuf:"varint,3,opt,name=allocated"`
 	// pending is the number of machines waiting for an identity from this pool.
 	// +optional
-	Pending int32 `json:"pending"`
+	Pending int32 `json:"pending" protobuf:"varint,4,opt,name=pending"`
 	// conditions of the pool.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,5,rep,name=conditions"`
 }
 
 // IdentityPoolOnHold is the MacOSIdentityPool condition that is True (reason
@@ -517,9 +520,9 @@ const IdentityPoolOnHold = "OnHold"
 type MacOSIdentityPoolList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
-	Items []MacOSIdentityPool `json:"items"`
+	Items []MacOSIdentityPool `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -535,33 +538,33 @@ type MacOSIdentityPoolList struct {
 type MacOSIdentity struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec holds the identity's values. Immutable.
-	Spec MacOSIdentitySpec `json:"spec"`
+	Spec MacOSIdentitySpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status says which machine holds the identity.
 	// +optional
-	Status MacOSIdentityStatus `json:"status,omitempty"`
+	Status MacOSIdentityStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // MacOSIdentitySpec holds the values of one Apple identity.
 type MacOSIdentitySpec struct {
 	// poolName is the MacOSIdentityPool the identity belongs to.
-	PoolName string `json:"poolName"`
+	PoolName string `json:"poolName" protobuf:"bytes,1,opt,name=poolName"`
 	// model is the SMBIOS model, for example "iMacPro1,1"; it must equal the pool's.
-	Model string `json:"model"`
+	Model string `json:"model" protobuf:"bytes,2,opt,name=model"`
 	// serialNumber is the 12-character system serial number.
-	SerialNumber string `json:"serialNumber"`
+	SerialNumber string `json:"serialNumber" protobuf:"bytes,3,opt,name=serialNumber"`
 	// boardSerialNumber is the 17-character main logic board serial (MLB).
-	BoardSerialNumber string `json:"boardSerialNumber"`
+	BoardSerialNumber string `json:"boardSerialNumber" protobuf:"bytes,4,opt,name=boardSerialNumber"`
 	// systemUUID is the SMBIOS system UUID, upper-case.
-	SystemUUID string `json:"systemUUID"`
+	SystemUUID string `json:"systemUUID" protobuf:"bytes,5,opt,name=systemUUID"`
 	// macAddress is the primary network interface's address, with an Apple
 	// OUI, as "AA:BB:CC:DD:EE:FF".
-	MACAddress string `json:"macAddress"`
+	MACAddress string `json:"macAddress" protobuf:"bytes,6,opt,name=macAddress"`
 	// rom is the six bytes of the MAC address as 12 upper-case hex digits;
 	// OpenCore presents it as the firmware ROM value.
-	ROM string `json:"rom"`
+	ROM string `json:"rom" protobuf:"bytes,7,opt,name=rom"`
 }
 
 // MacOSIdentityStatus says who holds an identity.
@@ -569,7 +572,7 @@ type MacOSIdentityStatus struct {
 	// allocation names the machine that holds the identity; absent while free.
 	// Written only by the apiserver, in the same transaction as the machine.
 	// +optional
-	Allocation *IdentityAllocation `json:"allocation,omitempty"`
+	Allocation *IdentityAllocation `json:"allocation,omitempty" protobuf:"bytes,1,opt,name=allocation"`
 	// conditions: Quarantined is True while another MacOSIdentity shares one
 	// of this identity's values (only possible after a manual etcd edit); a
 	// quarantined identity is never given to a machine, and one already held
@@ -585,7 +588,7 @@ type MacOSIdentityStatus struct {
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,2,rep,name=conditions"`
 }
 
 // Condition types of a MacOSIdentity.
@@ -614,14 +617,14 @@ const (
 // IdentityAllocation names the machine holding an identity.
 type IdentityAllocation struct {
 	// machineNamespace is the namespace of the holding MacOSMachine.
-	MachineNamespace string `json:"machineNamespace"`
+	MachineNamespace string `json:"machineNamespace" protobuf:"bytes,1,opt,name=machineNamespace"`
 	// machineName is the name of the holding MacOSMachine.
-	MachineName string `json:"machineName"`
+	MachineName string `json:"machineName" protobuf:"bytes,2,opt,name=machineName"`
 	// machineUID is the uid of the holding MacOSMachine.
-	MachineUID string `json:"machineUID"`
+	MachineUID string `json:"machineUID" protobuf:"bytes,3,opt,name=machineUID"`
 	// allocatedTime is when the machine took the identity.
 	// +optional
-	AllocatedTime *metav1.Time `json:"allocatedTime,omitempty"`
+	AllocatedTime *metav1.Time `json:"allocatedTime,omitempty" protobuf:"bytes,4,opt,name=allocatedTime"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -630,9 +633,9 @@ type IdentityAllocation struct {
 type MacOSIdentityList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
-	Items []MacOSIdentity `json:"items"`
+	Items []MacOSIdentity `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -647,31 +650,31 @@ type MacOSIdentityList struct {
 type MacOSMachine struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec says what machine to make.
-	Spec MacOSMachineSpec `json:"spec"`
+	Spec MacOSMachineSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status is what DockerIOS observed of the machine.
 	// +optional
-	Status MacOSMachineStatus `json:"status,omitempty"`
+	Status MacOSMachineStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // MacOSMachineSpec says what machine to make. It is immutable: a different
 // machine is a new machine.
 type MacOSMachineSpec struct {
 	// className is the MacOSMachineClass giving the machine its shape.
-	ClassName string `json:"className"`
+	ClassName string `json:"className" protobuf:"bytes,1,opt,name=className"`
 	// imageName overrides the class's MacOSImage.
 	// +optional
-	ImageName string `json:"imageName,omitempty"`
+	ImageName string `json:"imageName,omitempty" protobuf:"bytes,2,opt,name=imageName"`
 	// poolName is the MacOSMachinePool the machine belongs to, if any. Set by
 	// the pool controller on machines it makes.
 	// +optional
-	PoolName string `json:"poolName,omitempty"`
+	PoolName string `json:"poolName,omitempty" protobuf:"bytes,3,opt,name=poolName"`
 	// vmLabels are added to the KubeVirt VirtualMachine's instance, for
 	// Services and network policies that select the machine's pod.
 	// +optional
-	VMLabels map[string]string `json:"vmLabels,omitempty"`
+	VMLabels map[string]string `json:"vmLabels,omitempty" protobuf:"bytes,4,rep,name=vmLabels"`
 	// purpose is Workload (the default, when empty): a machine claims are
 	// bound to; or Install: an install session, which boots its image's
 	// recovery volume beside an empty system disk of the class's size so a
@@ -680,7 +683,7 @@ type MacOSMachineSpec struct {
 	// is never Ready by agent checks; promoting it (MacOSImage
 	// spec.promoteFrom) makes its disk the image.
 	// +optional
-	Purpose MachinePurpose `json:"purpose,omitempty"`
+	Purpose MachinePurpose `json:"purpose,omitempty" protobuf:"bytes,5,opt,name=purpose,casttype=MachinePurpose"`
 }
 
 // MachinePurpose is what a machine is for.
@@ -744,10 +747,10 @@ const MachineTeardownFinalizer = "dockerios.io/teardown"
 type MacOSMachineStatus struct {
 	// observedGeneration is the generation the controller last acted on.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 	// phase summarises the conditions.
 	// +optional
-	Phase MacOSMachinePhase `json:"phase,omitempty"`
+	Phase MacOSMachinePhase `json:"phase,omitempty" protobuf:"bytes,2,opt,name=phase,casttype=MacOSMachinePhase"`
 	// conditions: IdentityAllocated, BootdiskReady, SystemDiskReady,
 	// VirtualMachineRunning, AgentReachable, GuestReady, Ready.
 	// +optional
@@ -755,58 +758,58 @@ type MacOSMachineStatus struct {
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,3,rep,name=conditions"`
 	// identityRef names the MacOSIdentity the machine holds. Written only by
 	// the apiserver's allocator; the identity's values are not copied here.
 	// +optional
-	IdentityRef *LocalObjectReference `json:"identityRef,omitempty"`
+	IdentityRef *LocalObjectReference `json:"identityRef,omitempty" protobuf:"bytes,4,opt,name=identityRef"`
 	// claimRef names the MacOSMachineClaim, in the machine's namespace, the
 	// machine is bound to. Written only by the bind subresource.
 	// +optional
-	ClaimRef *ClaimReference `json:"claimRef,omitempty"`
+	ClaimRef *ClaimReference `json:"claimRef,omitempty" protobuf:"bytes,5,opt,name=claimRef"`
 	// classSnapshot is the class's spec as it was when the machine was
 	// created, recorded by the apiserver in the write that creates the
 	// machine and never changed after: the machine is made from it, so
 	// editing the class changes only machines made afterwards.
 	// +optional
-	ClassSnapshot *ClassSnapshot `json:"classSnapshot,omitempty"`
+	ClassSnapshot *ClassSnapshot `json:"classSnapshot,omitempty" protobuf:"bytes,6,opt,name=classSnapshot"`
 	// virtualMachineName is the KubeVirt VirtualMachine (and its instance)
 	// in the machine's namespace.
 	// +optional
-	VirtualMachineName string `json:"virtualMachineName,omitempty"`
+	VirtualMachineName string `json:"virtualMachineName,omitempty" protobuf:"bytes,7,opt,name=virtualMachineName"`
 	// nodeName is the node the virtual machine runs on.
 	// +optional
-	NodeName string `json:"nodeName,omitempty"`
+	NodeName string `json:"nodeName,omitempty" protobuf:"bytes,8,opt,name=nodeName"`
 	// addresses the machine is reached at.
 	// +optional
 	// +listType=atomic
-	Addresses []MachineAddress `json:"addresses,omitempty"`
+	Addresses []MachineAddress `json:"addresses,omitempty" protobuf:"bytes,9,rep,name=addresses"`
 	// agent is the last report of the guest agent.
 	// +optional
-	Agent *AgentReport `json:"agent,omitempty"`
+	Agent *AgentReport `json:"agent,omitempty" protobuf:"bytes,10,opt,name=agent"`
 }
 
 // ClassSnapshot is a MacOSMachineClass's spec at one moment.
 type ClassSnapshot struct {
 	// generation of the class the spec was taken at.
-	Generation int64 `json:"generation"`
+	Generation int64 `json:"generation" protobuf:"varint,1,opt,name=generation"`
 	// spec of the class at that generation.
-	Spec MacOSMachineClassSpec `json:"spec"`
+	Spec MacOSMachineClassSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 }
 
 // LocalObjectReference names an object by name alone.
 type LocalObjectReference struct {
 	// name of the object.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 }
 
 // ClaimReference names a claim, with its uid so a recreated claim of the
 // same name is not mistaken for it.
 type ClaimReference struct {
 	// name of the MacOSMachineClaim.
-	Name string `json:"name"`
+	Name string `json:"name" protobuf:"bytes,1,opt,name=name"`
 	// uid of the MacOSMachineClaim.
-	UID string `json:"uid"`
+	UID string `json:"uid" protobuf:"bytes,2,opt,name=uid"`
 }
 
 // MachineAddressType says which network an address is on.
@@ -824,9 +827,9 @@ const (
 // MachineAddress is one address of a machine.
 type MachineAddress struct {
 	// type of the address: PodNetwork or AgentNetwork.
-	Type MachineAddressType `json:"type"`
+	Type MachineAddressType `json:"type" protobuf:"bytes,1,opt,name=type,casttype=MachineAddressType"`
 	// address, an IPv4 or IPv6 address.
-	Address string `json:"address"`
+	Address string `json:"address" protobuf:"bytes,2,opt,name=address"`
 }
 
 // AgentStage is how far the guest has come towards accepting work.
@@ -846,40 +849,40 @@ const (
 type AgentReport struct {
 	// stage the guest agent reported.
 	// +optional
-	Stage AgentStage `json:"stage,omitempty"`
+	Stage AgentStage `json:"stage,omitempty" protobuf:"bytes,1,opt,name=stage,casttype=AgentStage"`
 	// lastSeenTime is when the agent last answered, as last written: while
 	// nothing else in the status changes it is rewritten only about every
 	// ten minutes (each rewrite is an etcd write and a watch event to every
 	// client). Whether the agent answers now is the AgentReachable
 	// condition.
 	// +optional
-	LastSeenTime *metav1.Time `json:"lastSeenTime,omitempty"`
+	LastSeenTime *metav1.Time `json:"lastSeenTime,omitempty" protobuf:"bytes,2,opt,name=lastSeenTime"`
 	// version of the agent.
 	// +optional
-	Version string `json:"version,omitempty"`
+	Version string `json:"version,omitempty" protobuf:"bytes,3,opt,name=version"`
 	// osVersion is the macOS version the guest runs, as sw_vers
 	// -productVersion prints it, for example "14.6.1".
 	// +optional
-	OSVersion string `json:"osVersion,omitempty"`
+	OSVersion string `json:"osVersion,omitempty" protobuf:"bytes,4,opt,name=osVersion"`
 	// diskTotalBytes is the size of the system volume.
 	// +optional
-	DiskTotalBytes *int64 `json:"diskTotalBytes,omitempty"`
+	DiskTotalBytes *int64 `json:"diskTotalBytes,omitempty" protobuf:"varint,5,opt,name=diskTotalBytes"`
 	// diskFreeBytes is the free space on the system volume.
 	// +optional
-	DiskFreeBytes *int64 `json:"diskFreeBytes,omitempty"`
+	DiskFreeBytes *int64 `json:"diskFreeBytes,omitempty" protobuf:"varint,6,opt,name=diskFreeBytes"`
 	// message is the agent's explanation of its stage, such as a failing check.
 	// +optional
-	Message string `json:"message,omitempty"`
+	Message string `json:"message,omitempty" protobuf:"bytes,7,opt,name=message"`
 	// observedTime is when the agent computed the status it last answered
 	// with, by the guest's clock.
 	// +optional
-	ObservedTime *metav1.Time `json:"observedTime,omitempty"`
+	ObservedTime *metav1.Time `json:"observedTime,omitempty" protobuf:"bytes,8,opt,name=observedTime"`
 	// lastProgressTime is when the controller last saw the agent's status
 	// move on (a new observedTime), by the controller's clock: an agent
 	// that keeps answering with a status its poll loop stopped updating is
 	// as hung as one that does not answer.
 	// +optional
-	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty" protobuf:"bytes,9,opt,name=lastProgressTime"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -888,9 +891,9 @@ type AgentReport struct {
 type MacOSMachineList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
-	Items []MacOSMachine `json:"items"`
+	Items []MacOSMachine `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -907,49 +910,49 @@ type MacOSMachineList struct {
 type MacOSMachinePool struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec says how many machines to keep warm.
-	Spec MacOSMachinePoolSpec `json:"spec"`
+	Spec MacOSMachinePoolSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status counts the pool's machines.
 	// +optional
-	Status MacOSMachinePoolStatus `json:"status,omitempty"`
+	Status MacOSMachinePoolStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // MacOSMachinePoolSpec says how many machines of which class to keep warm.
 type MacOSMachinePoolSpec struct {
 	// className is the MacOSMachineClass of the pool's machines. Immutable.
-	ClassName string `json:"className"`
+	ClassName string `json:"className" protobuf:"bytes,1,opt,name=className"`
 	// replicas is the number of Ready, unbound machines to keep. Defaults to 1.
 	// +optional
-	Replicas *int32 `json:"replicas,omitempty"`
+	Replicas *int32 `json:"replicas,omitempty" protobuf:"varint,2,opt,name=replicas"`
 	// maxMachines caps the pool's machines, bound and unbound together.
 	// Unset means no cap.
 	// +optional
-	MaxMachines *int32 `json:"maxMachines,omitempty"`
+	MaxMachines *int32 `json:"maxMachines,omitempty" protobuf:"varint,3,opt,name=maxMachines"`
 	// template is what the pool's machines are made from.
 	// +optional
-	Template MacOSMachineTemplate `json:"template,omitempty"`
+	Template MacOSMachineTemplate `json:"template,omitempty" protobuf:"bytes,4,opt,name=template"`
 }
 
 // MacOSMachineTemplate is what a pool's machines are made from.
 type MacOSMachineTemplate struct {
 	// metadata of the pool's machines: labels and annotations.
 	// +optional
-	Metadata MachineTemplateMetadata `json:"metadata,omitempty"`
+	Metadata MachineTemplateMetadata `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 	// spec of the pool's machines.
 	// +optional
-	Spec MachineTemplateSpec `json:"spec,omitempty"`
+	Spec MachineTemplateSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
 }
 
 // MachineTemplateMetadata is the metadata a pool puts on its machines.
 type MachineTemplateMetadata struct {
 	// labels put on each machine; claims select machines by them.
 	// +optional
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels,omitempty" protobuf:"bytes,1,rep,name=labels"`
 	// annotations put on each machine.
 	// +optional
-	Annotations map[string]string `json:"annotations,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty" protobuf:"bytes,2,rep,name=annotations"`
 }
 
 // MachineTemplateSpec is the part of a machine's spec a pool lets users set;
@@ -957,10 +960,10 @@ type MachineTemplateMetadata struct {
 type MachineTemplateSpec struct {
 	// imageName overrides the class's MacOSImage.
 	// +optional
-	ImageName string `json:"imageName,omitempty"`
+	ImageName string `json:"imageName,omitempty" protobuf:"bytes,1,opt,name=imageName"`
 	// vmLabels are added to each machine's VirtualMachine instance.
 	// +optional
-	VMLabels map[string]string `json:"vmLabels,omitempty"`
+	VMLabels map[string]string `json:"vmLabels,omitempty" protobuf:"bytes,2,rep,name=vmLabels"`
 }
 
 // MachinePoolLabel is put on every machine a pool makes; the pool's scale
@@ -976,27 +979,27 @@ const ClaimUIDLabel = "dockerios.io/claim-uid"
 type MacOSMachinePoolStatus struct {
 	// observedGeneration is the generation the controller last acted on.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	ObservedGeneration int64 `json:"observedGeneration,omitempty" protobuf:"varint,1,opt,name=observedGeneration"`
 	// replicas is the number of unbound machines of the pool, Ready or not.
 	// +optional
-	Replicas int32 `json:"replicas"`
+	Replicas int32 `json:"replicas" protobuf:"varint,2,opt,name=replicas"`
 	// readyReplicas is the number of unbound machines that are Ready.
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas"`
+	ReadyReplicas int32 `json:"readyReplicas" protobuf:"varint,3,opt,name=readyReplicas"`
 	// boundMachines is the number of machines bound to a claim.
 	// +optional
-	BoundMachines int32 `json:"boundMachines"`
+	BoundMachines int32 `json:"boundMachines" protobuf:"varint,4,opt,name=boundMachines"`
 	// selector is the label selector of the pool's machines, in the string
 	// form the scale subresource reports.
 	// +optional
-	Selector string `json:"selector,omitempty"`
+	Selector string `json:"selector,omitempty" protobuf:"bytes,5,opt,name=selector"`
 	// conditions of the pool.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,6,rep,name=conditions"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -1005,9 +1008,9 @@ type MacOSMachinePoolStatus struct {
 type MacOSMachinePoolList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
-	Items []MacOSMachinePool `json:"items"`
+	Items []MacOSMachinePool `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // ---------------------------------------------------------------------------
@@ -1023,13 +1026,13 @@ type MacOSMachinePoolList struct {
 type MacOSMachineClaim struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// spec says what machine is wanted.
-	Spec MacOSMachineClaimSpec `json:"spec"`
+	Spec MacOSMachineClaimSpec `json:"spec" protobuf:"bytes,2,opt,name=spec"`
 	// status says which machine answers the claim.
 	// +optional
-	Status MacOSMachineClaimStatus `json:"status,omitempty"`
+	Status MacOSMachineClaimStatus `json:"status,omitempty" protobuf:"bytes,3,opt,name=status"`
 }
 
 // MacOSMachineClaimSpec says what machine is wanted. Exactly one of poolName
@@ -1037,13 +1040,13 @@ type MacOSMachineClaim struct {
 type MacOSMachineClaimSpec struct {
 	// poolName asks for a warm machine of this MacOSMachinePool.
 	// +optional
-	PoolName string `json:"poolName,omitempty"`
+	PoolName string `json:"poolName,omitempty" protobuf:"bytes,1,opt,name=poolName"`
 	// className asks for a machine made for this claim from this MacOSMachineClass.
 	// +optional
-	ClassName string `json:"className,omitempty"`
+	ClassName string `json:"className,omitempty" protobuf:"bytes,2,opt,name=className"`
 	// selector narrows the machines that may answer the claim by their labels.
 	// +optional
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Selector *metav1.LabelSelector `json:"selector,omitempty" protobuf:"bytes,3,opt,name=selector"`
 }
 
 // MacOSMachineClaimPhase is where a claim is.
@@ -1064,21 +1067,21 @@ const (
 type MacOSMachineClaimStatus struct {
 	// phase of the claim: Pending, Bound or Lost.
 	// +optional
-	Phase MacOSMachineClaimPhase `json:"phase,omitempty"`
+	Phase MacOSMachineClaimPhase `json:"phase,omitempty" protobuf:"bytes,1,opt,name=phase,casttype=MacOSMachineClaimPhase"`
 	// machineName is the MacOSMachine, in the claim's namespace, bound to the
 	// claim. Written only by the bind subresource.
 	// +optional
-	MachineName string `json:"machineName,omitempty"`
+	MachineName string `json:"machineName,omitempty" protobuf:"bytes,2,opt,name=machineName"`
 	// boundTime is when the claim was bound.
 	// +optional
-	BoundTime *metav1.Time `json:"boundTime,omitempty"`
+	BoundTime *metav1.Time `json:"boundTime,omitempty" protobuf:"bytes,3,opt,name=boundTime"`
 	// conditions of the claim.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
-	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type" protobuf:"bytes,4,rep,name=conditions"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -1087,9 +1090,9 @@ type MacOSMachineClaimStatus struct {
 type MacOSMachineClaimList struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
-	metav1.ListMeta `json:"metadata,omitempty"`
+	metav1.ListMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
-	Items []MacOSMachineClaim `json:"items"`
+	Items []MacOSMachineClaim `json:"items" protobuf:"bytes,2,rep,name=items"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -1101,12 +1104,12 @@ type MacOSMachineBinding struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata.name, when set, must be the claim's name.
 	// +optional
-	metav1.ObjectMeta `json:"metadata,omitempty"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
 
 	// machineName is the MacOSMachine to bind the claim to.
-	MachineName string `json:"machineName"`
+	MachineName string `json:"machineName" protobuf:"bytes,2,opt,name=machineName"`
 	// machineNamespace, when set, must be the claim's namespace: a claim
 	// is only ever bound to a machine of its own namespace.
 	// +optional
-	MachineNamespace string `json:"machineNamespace,omitempty"`
+	MachineNamespace string `json:"machineNamespace,omitempty" protobuf:"bytes,3,opt,name=machineNamespace"`
 }
