@@ -63,12 +63,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
-	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/embeddedetcd"
 	"github.com/dockerios/dockerios/pkg/identity"
 	identitystorage "github.com/dockerios/dockerios/pkg/registry/macosidentity/storage"
 	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
-	"github.com/dockerios/dockerios/pkg/scheme"
+	"github.com/dockerios/dockerios/pkg/storage/codec"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 	"github.com/dockerios/dockerios/pkg/storage/txn"
 )
@@ -286,8 +285,12 @@ func (g getter) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (gener
 }
 
 func newBench(endpoint string) (*bench, error) {
-	cfg := storagebackend.NewDefaultConfig("/registry", scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion))
-	cfg.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
+	// Seeded as the apiserver writes with its default --storage-media-type;
+	// it reads the others too.
+	cfg, err := codec.Config("/registry", codec.DefaultMediaType)
+	if err != nil {
+		return nil, err
+	}
 	cfg.Transport.ServerList = []string{endpoint}
 	g := getter{config: *cfg}
 	client, err := txn.NewClient(cfg.Transport)

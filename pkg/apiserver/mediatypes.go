@@ -45,13 +45,17 @@ const groupPath = "/apis/" + dockerio.GroupName
 // written cost our server a JSON encoding and the garbage collector a JSON
 // decoding of its metadata.
 //
-// Our kinds themselves have no protobuf form, and the generic handlers
-// negotiate a request's media type without asking whether the object can
-// be encoded in it: offered protobuf, a client preferring it would get a
-// 500, and a namespace holding our objects would stay Terminating for ever
-// (kubernetes/kubernetes#86666). CRDs solve this with the request scope's
-// StandardSerializers, which the generic API installer does not expose;
-// this filter does the same from outside: protobuf clauses of Accept that
+// Our kinds themselves are not served in protobuf. They have a protobuf
+// encoding (v1alpha1/generated.pb.go), but only storage uses it, and only
+// when --storage-media-type asks: a release that serves it waits, as
+// storage's default does, until no replica a rolling upgrade can meet
+// lacks it, so that every replica answers a client alike. (Before that
+// encoding, offering protobuf got a client preferring it a 500, and a
+// namespace holding our objects stayed Terminating for ever:
+// kubernetes/kubernetes#86666.) The generic handlers negotiate against
+// everything the group's serializer offers; CRDs narrow it with the
+// request scope's StandardSerializers, which the generic API installer
+// does not expose, and this filter does the same from outside: protobuf clauses of Accept that
 // do not ask for metadata are taken out (a client that accepts nothing
 // else gets a 406, as before), and a body sent in protobuf is refused with
 // a 415 (the delete handlers decode DeleteOptions with their own codecs,

@@ -39,15 +39,12 @@ var (
 	// Codecs encodes and decodes Scheme's kinds.
 	Codecs = serializer.NewCodecFactory(Scheme)
 	// Serializer is Codecs without protobuf, for what the server answers
-	// outside the group's resources (discovery, errors) and for refusals.
-	// Our kinds have no protobuf encoding, yet Codecs offers it, so a
-	// client that prefers protobuf would get a 500 for a list of them
-	// instead of JSON. kube-controller-manager's namespace controller is
-	// such a client: it deletes a namespace's objects with a protobuf-first
-	// metadata client, and a namespace holding our objects would stay
-	// Terminating for ever (kubernetes/kubernetes#86666). The group's
-	// resources are served with Codecs itself behind a filter that keeps
-	// protobuf for objects' metadata only (pkg/apiserver, mediatypes.go).
+	// outside the group's resources (discovery, errors) and for refusals:
+	// the server speaks JSON and YAML, and protobuf only for objects'
+	// metadata. The group's resources are served with Codecs itself behind
+	// a filter that keeps protobuf for metadata (pkg/apiserver,
+	// mediatypes.go, says why); storage encodes our kinds in protobuf when
+	// --storage-media-type asks (pkg/storage/codec).
 	Serializer runtime.NegotiatedSerializer = newWithoutProtobuf(Codecs)
 )
 

@@ -43,8 +43,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	apimachineryversion "k8s.io/apimachinery/pkg/version"
@@ -62,8 +60,6 @@ import (
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
-	"github.com/dockerios/dockerios/pkg/apis/dockerio"
-	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/apiserver"
 	"github.com/dockerios/dockerios/pkg/authn"
 	"github.com/dockerios/dockerios/pkg/authz"
@@ -72,6 +68,7 @@ import (
 	"github.com/dockerios/dockerios/pkg/localpki"
 	"github.com/dockerios/dockerios/pkg/scheme"
 	"github.com/dockerios/dockerios/pkg/selfcert"
+	storagecodec "github.com/dockerios/dockerios/pkg/storage/codec"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 	"github.com/dockerios/dockerios/pkg/version"
 )
@@ -151,7 +148,7 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions(out, errOut io.Writer) *Options {
 	o := &Options{
-		RecommendedOptions:         genericoptions.NewRecommendedOptions(EtcdPrefix, scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)),
+		RecommendedOptions:         genericoptions.NewRecommendedOptions(EtcdPrefix, nil), // Config sets the storage codec, from --storage-media-type
 		DataDir:                    DefaultDataDir,
 		IdentityRepairInterval:     apiserver.DefaultIdentityRepairInterval,
 		AuthorizationRefreshWindow: time.Minute,
@@ -171,7 +168,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 	}
 	o.Logs.Format = logsapi.JSONLogFormat
 	o.Ledger = NewLedgerOptions()
-	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
+	o.RecommendedOptions.Etcd.DefaultStorageMediaType = storagecodec.DefaultMediaType
 	o.RecommendedOptions.SecureServing.BindPort = DefaultSecurePort
 	// No watch cache of identities (see DefaultWatchCacheSizes);
 	// --watch-cache-sizes overrides it.
@@ -324,6 +321,14 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		az.AllowCacheTTL, az.DenyCacheTTL = 0, 0
 		defer func() { az.AllowCacheTTL, az.DenyCacheTTL = freshOpts.AllowTTL, freshOpts.DenyTTL }()
 	}
+	// The generic options store with the codec they are given, whatever
+	// --storage-media-type says; the flag is honoured here.
+	etcd := o.RecommendedOptions.Etcd
+	codec, versioner, err := storagecodec.For(etcd.DefaultStorageMediaType)
+	if err != nil {
+		return nil, fmt.Errorf("--storage-media-type: %w", err)
+	}
+	etcd.StorageConfig.Codec, etcd.StorageConfig.EncodeVersioner = codec, versioner
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}

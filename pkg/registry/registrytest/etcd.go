@@ -31,14 +31,13 @@ import (
 	"k8s.io/apiserver/pkg/storage/value"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
-	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
-	"github.com/dockerios/dockerios/pkg/scheme"
+	"github.com/dockerios/dockerios/pkg/storage/codec"
 	"github.com/dockerios/dockerios/pkg/storage/identityledger"
 )
 
 // NewRESTOptions starts an embedded etcd for the test (stopped when the test
 // ends) and returns options that store resource in it, encoded as the
-// apiserver encodes it: v1alpha1 JSON.
+// apiserver encodes it by default: v1alpha1 JSON.
 func NewRESTOptions(t *testing.T, resource string) (generic.RESTOptions, *etcd3testing.EtcdTestServer) {
 	t.Helper()
 	getter := NewRESTOptionsGetter(t)
@@ -69,10 +68,23 @@ var _ generic.RESTOptionsGetter = &RESTOptionsGetter{}
 // as the apiserver does with --etcd-servers, so a test can read what a
 // running apiserver wrote.
 func RESTOptionsGetterFor(endpoints ...string) *RESTOptionsGetter {
-	config := storagebackend.NewDefaultConfig("/registry", scheme.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion))
-	config.EncodeVersioner = runtime.NewMultiGroupVersioner(v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: dockerio.GroupName})
+	config, err := codec.Config("/registry", codec.DefaultMediaType)
+	if err != nil {
+		panic(err) // the default media type is always known
+	}
 	config.Transport.ServerList = endpoints
 	return &RESTOptionsGetter{config: *config}
+}
+
+// StoredAs makes the getter's resources stored in mediaType, as the
+// apiserver's --storage-media-type does; it returns the getter.
+func (g *RESTOptionsGetter) StoredAs(mediaType string) *RESTOptionsGetter {
+	config, err := codec.Config(g.config.Prefix, mediaType)
+	if err != nil {
+		panic(err)
+	}
+	g.config.Codec, g.config.EncodeVersioner = config.Codec, config.EncodeVersioner
+	return g
 }
 
 // Endpoints are the etcd the getter's resources are stored in.

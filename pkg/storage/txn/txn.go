@@ -29,6 +29,7 @@ limitations under the License.
 package txn
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path"
@@ -279,7 +280,7 @@ func (t *Txn) putObject(ctx context.Context, r *Resource, key string, obj runtim
 	}
 	data, err := runtime.Encode(r.codec, obj)
 	var stored runtime.Object
-	if err == nil && answer && r.encodeVersioner != nil {
+	if err == nil && answer && r.encodeVersioner != nil && !bytes.HasPrefix(data, protobufPrefix) {
 		stored = obj.DeepCopyObject()
 	}
 	accessor.SetResourceVersion(rv)
@@ -295,6 +296,10 @@ func (t *Txn) putObject(ctx context.Context, r *Resource, key string, obj runtim
 	return Written{resource: r, data: data, stored: stored}, nil
 }
 
+// protobufPrefix starts every object the protobuf serializer writes (its
+// "k8s\x00" magic number).
+var protobufPrefix = []byte("k8s\x00")
+
 // Written is an object put by a transaction, before it is committed.
 type Written struct {
 	resource *Resource
@@ -308,8 +313,9 @@ type Written struct {
 // written bytes gives. A nil out (a caller that wants nothing back) is
 // allowed, as it is by the etcd3 store.
 //
-// It does not decode those bytes: a JSON decode of a machine costs more
-// than the rest of its transaction's encoding together. It takes the
+// Protobuf bytes it decodes: that is cheap. JSON bytes it does not decode:
+// a JSON decode of a machine costs more than the rest of its
+// transaction's encoding together. It takes the
 // object as it was encoded through what decoding does instead: conversion
 // to the stored version, each value that has a JSON form of its own
 // through that form (see throughWire), the version's defaults, conversion

@@ -51,8 +51,18 @@ import (
 // empty lists, the object is the decoded one, and so is what a client is
 // sent.
 func TestWrittenInto_IsWhatDecodingGives(t *testing.T) {
+	for _, mediaType := range storedAs {
+		t.Run(mediaType, func(t *testing.T) { intoIsWhatDecodingGives(t, mediaType) })
+	}
+}
+
+// storedAs are the media types --storage-media-type offers that Into
+// answers differently for: JSON without decoding, protobuf by decoding.
+var storedAs = []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf}
+
+func intoIsWhatDecodingGives(t *testing.T, mediaType string) {
 	// No etcd is dialled: only the resources' encoding is used.
-	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1").StoredAs(mediaType)
 	kinds := map[string]runtime.Object{
 		"macosmachines":       &dockerio.MacOSMachine{},
 		"macosidentities":     &dockerio.MacOSIdentity{},
@@ -100,7 +110,13 @@ func TestWrittenInto_IsWhatDecodingGives(t *testing.T) {
 // The object Into fills is the object as it was written, whatever the
 // caller does with its own object afterwards, and shares nothing with it.
 func TestWrittenInto_SharesNothingWithTheCallersObject(t *testing.T) {
-	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	for _, mediaType := range storedAs {
+		t.Run(mediaType, func(t *testing.T) { writtenInto_SharesNothingWithTheCallersObject(t, mediaType) })
+	}
+}
+
+func writtenInto_SharesNothingWithTheCallersObject(t *testing.T, mediaType string) {
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1").StoredAs(mediaType)
 	r, err := txn.NewResource(getter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} })
 	require.NoError(t, err)
 	m := registrytest.Machine("mac-1")
@@ -124,10 +140,11 @@ func TestWrittenInto_SharesNothingWithTheCallersObject(t *testing.T) {
 	assert.Equal(t, "ChangedAfterTheWrite", m.Status.Conditions[0].Reason)
 }
 
-// A timestamp set to zero is null on the wire: a pointer to one decodes
-// as nil, and so does Into leave it.
+// A timestamp set to zero is null in JSON: a pointer to one decodes as
+// nil, and so does Into leave it. (Protobuf keeps the zero time, which
+// clients are sent as null; IsWhatDecodingGives covers it.)
 func TestWrittenInto_ZeroTimestampIsNil(t *testing.T) {
-	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1").StoredAs(runtime.ContentTypeJSON)
 	r, err := txn.NewResource(getter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} })
 	require.NoError(t, err)
 	m := registrytest.Machine("mac-1")
@@ -146,7 +163,13 @@ func TestWrittenInto_ZeroTimestampIsNil(t *testing.T) {
 // a value put in etcd by other means decodes to) is answered as decoding
 // gives it.
 func TestWrittenInto_ManagedFieldsAsTheEncoderWritesThem(t *testing.T) {
-	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	for _, mediaType := range storedAs {
+		t.Run(mediaType, func(t *testing.T) { writtenInto_ManagedFieldsAsTheEncoderWritesThem(t, mediaType) })
+	}
+}
+
+func writtenInto_ManagedFieldsAsTheEncoderWritesThem(t *testing.T, mediaType string) {
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1").StoredAs(mediaType)
 	r, err := txn.NewResource(getter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} })
 	require.NoError(t, err)
 	for _, raw := range []string{
@@ -289,9 +312,10 @@ func diff(a, b runtime.Object) string {
 // WriteObject writes what PutObject writes (Encode is WriteObject; see
 // TestWrittenInto_IsWhatDecodingGives) without keeping a copy of the object
 // to answer with: the callers that want no answer, most of them, do not
-// pay for one.
+// pay for one. (Stored as protobuf, PutObject keeps none either: Into
+// decodes what was written.)
 func TestWriteObject_KeepsNoCopyForAnAnswer(t *testing.T) {
-	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1")
+	getter := registrytest.RESTOptionsGetterFor("http://127.0.0.1:1").StoredAs(runtime.ContentTypeJSON)
 	r, err := txn.NewResource(getter, dockerio.Resource("macosmachines"), true, func() runtime.Object { return &dockerio.MacOSMachine{} })
 	require.NoError(t, err)
 	m := registrytest.Machine("mac-1")
