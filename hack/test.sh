@@ -82,6 +82,12 @@ echo "== tests"
 # packages at a time keeps a 2-core machine responsive.
 # test/node runs on its own, below, once the images and releases exist.
 go test -count=1 -p 2 -timeout 30m "$@" $(go list ./... | grep -v -e '/test/node$' -e '/test/ha$' -e '/test/docs$')
+# Protobuf storage, which an operator may choose (--storage-media-type,
+# docs/operators/upgrade.md): the model test (two replicas on one etcd,
+# kills, every invariant checked against etcd itself) and the claim bursts
+# again, every apiserver they start storing in protobuf.
+DOCKERIOS_TEST_STORAGE_MEDIA_TYPE=application/vnd.kubernetes.protobuf \
+  go test -count=1 -timeout 20m "$@" -run 'TestModel|TestClaimBurst_BindsExactlyMinNMEveryRun' ./test/integration/
 # The docs' own commands (README.md, docs/users/), each page on a fresh
 # stack from hack/local-up.sh: alone, since that stack lives in the fixed
 # .dockerios/ the docs name and runs a whole control plane. It fails if a

@@ -287,12 +287,12 @@ spec:
 	// The apiserver's own kubeconfig: its service account's token, as it
 	// has in a pod, for delegated authentication and authorization.
 	path := cp.serviceAccountKubeconfig(t, "dockerios-apiserver")
-	cp.dockerIOSArgs = []string{
-		"--etcd-servers=" + cp.EtcdURL,
-		"--data-dir=" + filepath.Join(cp.Dir, "dockerios"),
+	cp.dockerIOSArgs = withStorageMediaType(
+		"--etcd-servers="+cp.EtcdURL,
+		"--data-dir="+filepath.Join(cp.Dir, "dockerios"),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--authentication-kubeconfig=" + path, "--authorization-kubeconfig=" + path, "--kubeconfig=" + path,
-	}
+		"--authentication-kubeconfig="+path, "--authorization-kubeconfig="+path, "--kubeconfig="+path,
+	)
 	if !cp.selfCert {
 		servingCert, servingKey := cp.issueServing(t, cp.servingCA, "dockerios-apiserver",
 			[]string{ServiceName + "." + SystemNamespace + ".svc", "localhost", "127.0.0.1"})

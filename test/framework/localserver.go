@@ -47,6 +47,23 @@ const (
 	AgentBinEnv     = "DOCKERIOS_AGENT_BIN"
 )
 
+// StorageMediaTypeEnv, when set, is the --storage-media-type of every
+// DockerIOS apiserver the framework starts, so that a suite written for
+// the default (JSON) runs as well on the other media type an operator may
+// choose (hack/test.sh runs the model test so, with protobuf).
+const StorageMediaTypeEnv = "DOCKERIOS_TEST_STORAGE_MEDIA_TYPE"
+
+// withStorageMediaType returns args with the --storage-media-type
+// $DOCKERIOS_TEST_STORAGE_MEDIA_TYPE asks for, if any, first: a flag the
+// test passes itself comes later and wins.
+func withStorageMediaType(args ...string) []string {
+	mt := os.Getenv(StorageMediaTypeEnv)
+	if mt == "" {
+		return args
+	}
+	return append([]string{"--storage-media-type=" + mt}, args...)
+}
+
 // APIServerBinary returns the apiserver binary to test: $DOCKERIOS_APISERVER_BIN
 // when set, otherwise one built from this checkout (once per test process).
 func APIServerBinary(t TB) string {
@@ -152,7 +169,7 @@ func StartLocalServerBinary(t TB, bin, dataDir string, extraArgs ...string) *Loc
 		Kubeconfig: filepath.Join(dataDir, "admin.kubeconfig"),
 	}
 	s.bin = bin
-	s.args = append([]string{"--local", "--data-dir", dataDir, "--secure-port", fmt.Sprint(port)}, extraArgs...)
+	s.args = append(withStorageMediaType("--local", "--data-dir", dataDir, "--secure-port", fmt.Sprint(port)), extraArgs...)
 	s.start(t)
 	s.waitReady(t, 2*time.Minute)
 	return s
