@@ -84,6 +84,25 @@ PATH="${GOBIN}:${PATH}" "${GOBIN}/go-to-protobuf" \
     --proto-import "${GOGO_DIR}/protobuf" \
     --apimachinery-packages "-k8s.io/apimachinery/pkg/util/intstr,-k8s.io/apimachinery/pkg/api/resource,-k8s.io/apimachinery/pkg/runtime/schema,-k8s.io/apimachinery/pkg/runtime,-k8s.io/apimachinery/pkg/apis/meta/v1" \
     --packages "${MODULE}/pkg/apis/dockerio/v1alpha1"
+# gogo gives every message a Size method, so it renames a field called Size
+# (SystemDiskSpec's) to Size_. The field keeps its name in our API; its
+# type's sizer is ProtoSize instead (nothing outside the generated code
+# calls it: the protobuf serializer sizes top-level kinds only). The field's
+# protobuf tag in types.go is written by hand for the same reason: the
+# generator does not recognise Size_ as Size.
+V1ALPHA1="${ROOT}/pkg/apis/dockerio/v1alpha1"
+awk '
+  /^func / { sizeConflict = ($0 ~ /^func \((m|this) \*SystemDiskSpec\) /) }
+  sizeConflict {
+    sub(/^func \(m \*SystemDiskSpec\) Size\(\)/, "func (m *SystemDiskSpec) ProtoSize()")
+    gsub(/m\.Size\(\)/, "m.ProtoSize()")
+    gsub(/\.Size_/, ".Size")
+    gsub(/field Size_/, "field Size")
+    gsub(/`Size_:/, "`Size:")
+  }
+  { gsub(/m\.SystemDisk\.Size\(\)/, "m.SystemDisk.ProtoSize()"); print }
+' "${V1ALPHA1}/generated.pb.go" > "${V1ALPHA1}/generated.pb.go.tmp"
+mv "${V1ALPHA1}/generated.pb.go.tmp" "${V1ALPHA1}/generated.pb.go"
 
 # The field reference is read from the OpenAPI definitions written above (the
 # types' doc comments), so it follows the types like any generated code.

@@ -213,7 +213,7 @@ func TestPage_DescriptionsAreTheGoDocComments(t *testing.T) {
 	kindRows := byKind(t, page(t))
 	comments := docComments(t)
 	tests := []struct{ kind, path, field string }{
-		{"MacOSMachineClass", "spec.systemDisk.size", "SystemDiskSpec.Capacity"},
+		{"MacOSMachineClass", "spec.systemDisk.size", "SystemDiskSpec.Size"},
 		{"MacOSMachineClass", "spec.imageName", "MacOSMachineClassSpec.ImageName"},
 		{"MacOSMachineClass", "spec.startTimeout", "MacOSMachineClassSpec.StartTimeout"},
 		{"MacOSMachineClass", "spec.nodeLostGracePeriod", "MacOSMachineClassSpec.NodeLostGracePeriod"},

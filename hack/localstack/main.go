@@ -405,7 +405,7 @@ func createDemo(ctx context.Context, cfg *rest.Config, o options) error {
 		Spec: v1alpha1.MacOSMachineClassSpec{
 			ImageName:        demoName,
 			IdentityPoolName: demoName,
-			SystemDisk:       v1alpha1.SystemDiskSpec{Capacity: resource.MustParse("64Gi"), StorageClassName: ptr.To(demoName)},
+			SystemDisk:       v1alpha1.SystemDiskSpec{Size: resource.MustParse("64Gi"), StorageClassName: ptr.To(demoName)},
 		},
 	}, metav1.CreateOptions{})
 	check("MacOSMachineClass "+demoName, err)

@@ -125,7 +125,7 @@ func (e *env) fleet(t testing.TB, name string, n int, class func(*v1alpha1.MacOS
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	c := &v1alpha1.MacOSMachineClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.MacOSMachineClassSpec{
-		ImageName: name, IdentityPoolName: name, SystemDisk: v1alpha1.SystemDiskSpec{Capacity: mustQuantity("64Gi"), StorageClassName: ptr.To(name)},
+		ImageName: name, IdentityPoolName: name, SystemDisk: v1alpha1.SystemDiskSpec{Size: mustQuantity("64Gi"), StorageClassName: ptr.To(name)},
 		StartTimeout: &metav1.Duration{Duration: 2 * time.Minute},
 	}}
 	if class != nil {

@@ -137,7 +137,7 @@ func (e *env) testGoldenImage(t *testing.T, ns string) {
 	e.recoveryImage(t, "golden-sonoma", "sonoma")
 	_, err := e.client.DockeriosV1alpha1().MacOSMachineClasses().Create(ctx, &v1alpha1.MacOSMachineClass{ObjectMeta: metav1.ObjectMeta{Name: "golden"},
 		Spec: v1alpha1.MacOSMachineClassSpec{ImageName: "golden-sonoma", IdentityPoolName: "golden",
-			SystemDisk:   v1alpha1.SystemDiskSpec{Capacity: mustQuantity("64Gi"), StorageClassName: ptr.To("golden")},
+			SystemDisk:   v1alpha1.SystemDiskSpec{Size: mustQuantity("64Gi"), StorageClassName: ptr.To("golden")},
 			StartTimeout: &metav1.Duration{Duration: 2 * time.Minute}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 

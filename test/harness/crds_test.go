@@ -109,13 +109,13 @@ func (e *testEnv) testControllerObjects(t *testing.T) {
 		"everything": {
 			CPU:          v1alpha1.CPUSpec{Cores: 8, Model: "host-passthrough", Features: []v1alpha1.CPUFeature{{Name: "avx2", Policy: v1alpha1.CPUFeaturePolicyRequire}, {Name: "pcid"}}},
 			Memory:       ptr.To(resource.MustParse("16Gi")),
-			SystemDisk:   v1alpha1.SystemDiskSpec{Capacity: resource.MustParse("128Gi"), StorageClassName: ptr.To("fast"), Bus: v1alpha1.DiskBusVirtio},
+			SystemDisk:   v1alpha1.SystemDiskSpec{Size: resource.MustParse("128Gi"), StorageClassName: ptr.To("fast"), Bus: v1alpha1.DiskBusVirtio},
 			AgentNetwork: &v1alpha1.AgentNetworkSpec{NetworkName: "dockerios-system/dockerios-agent", Port: 9443},
 			HostDevices: []v1alpha1.HostDeviceSpec{{Name: "gpu1", DeviceName: "nvidia.com/GP102GL_Tesla_P40", GPU: true},
 				{Name: "nic1", DeviceName: "intel.com/sriov"}},
 		},
-		"nvme":   {SystemDisk: v1alpha1.SystemDiskSpec{Capacity: resource.MustParse("64Gi"), Bus: v1alpha1.DiskBusNVMe}},
-		"sata":   {SystemDisk: v1alpha1.SystemDiskSpec{Capacity: resource.MustParse("64Gi"), Bus: v1alpha1.DiskBusSATA}},
+		"nvme":   {SystemDisk: v1alpha1.SystemDiskSpec{Size: resource.MustParse("64Gi"), Bus: v1alpha1.DiskBusNVMe}},
+		"sata":   {SystemDisk: v1alpha1.SystemDiskSpec{Size: resource.MustParse("64Gi"), Bus: v1alpha1.DiskBusSATA}},
 		"agents": {AgentNetwork: &v1alpha1.AgentNetworkSpec{NetworkName: "dockerios-agent"}},
 	}
 	images := map[string]v1alpha1.ImageSource{
@@ -124,8 +124,8 @@ func (e *testEnv) testControllerObjects(t *testing.T) {
 	}
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	for name, spec := range classes {
-		if spec.SystemDisk.Capacity.IsZero() {
-			spec.SystemDisk.Capacity = resource.MustParse("64Gi")
+		if spec.SystemDisk.Size.IsZero() {
+			spec.SystemDisk.Size = resource.MustParse("64Gi")
 		}
 		class := &v1alpha1.MacOSMachineClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 		for _, running := range []bool{true, false} {

@@ -307,7 +307,7 @@ func (h *modelHarness) setUp() {
 		Spec: v1alpha1.MacOSMachineClassSpec{
 			CPU:              v1alpha1.CPUSpec{Cores: 2},
 			Memory:           ptr.To(resource.MustParse("8Gi")),
-			SystemDisk:       v1alpha1.SystemDiskSpec{Capacity: resource.MustParse("64Gi")},
+			SystemDisk:       v1alpha1.SystemDiskSpec{Size: resource.MustParse("64Gi")},
 			ImageName:        "sonoma",
 			IdentityPoolName: "imacpro-b",
 			SMBIOSModel:      "iMacPro1,1",

@@ -127,7 +127,7 @@ volumeBindingMode: WaitForFirstConsumer
 	_, err = client.DockeriosV1alpha1().MacOSMachineClasses().Create(ctx, &v1alpha1.MacOSMachineClass{
 		ObjectMeta: metav1.ObjectMeta{Name: fleetName},
 		Spec: v1alpha1.MacOSMachineClassSpec{ImageName: fleetName, IdentityPoolName: fleetName,
-			SystemDisk:   v1alpha1.SystemDiskSpec{Capacity: resource.MustParse("64Gi"), StorageClassName: ptr.To(bootdiskClass)},
+			SystemDisk:   v1alpha1.SystemDiskSpec{Size: resource.MustParse("64Gi"), StorageClassName: ptr.To(bootdiskClass)},
 			StartTimeout: &metav1.Duration{Duration: 3 * time.Minute}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)

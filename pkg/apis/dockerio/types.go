@@ -156,11 +156,8 @@ const (
 
 // SystemDiskSpec is the disk macOS runs from.
 type SystemDiskSpec struct {
-	// The Go field is Capacity, not Size as its JSON name would make it:
-	// the protobuf encoding gives every type a Size method.
-
 	// size of the system disk, at least the size of the image, for example "128Gi".
-	Capacity resource.Quantity `json:"size"`
+	Size resource.Quantity `json:"size"`
 	// storageClassName is the StorageClass the disk is cloned into. When
 	// unset, the cluster's default StorageClass is used.
 	// +optional

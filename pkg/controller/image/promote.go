@@ -261,7 +261,7 @@ func (r *Reconciler) createGolden(ctx context.Context, img *v1alpha1.MacOSImage,
 			Source: &cdiv1.DataVolumeSource{PVC: &cdiv1.DataVolumeSourcePVC{Namespace: m.Namespace, Name: disk}},
 			Storage: &cdiv1.StorageSpec{
 				StorageClassName: cs.Spec.SystemDisk.StorageClassName,
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: cs.Spec.SystemDisk.Capacity}},
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: cs.Spec.SystemDisk.Size}},
 			},
 		},
 	}

@@ -434,7 +434,7 @@ func installSession(osVersion string) *v1alpha1.MacOSMachine {
 	m := &v1alpha1.MacOSMachine{ObjectMeta: metav1.ObjectMeta{Name: "install-1", Namespace: "ci", UID: "0a1b2c3d-4e5f-6789-abcd-ef0123456789"},
 		Spec: v1alpha1.MacOSMachineSpec{ClassName: "large", ImageName: "sonoma", Purpose: v1alpha1.MachinePurposeInstall}}
 	m.Status.ClassSnapshot = &v1alpha1.ClassSnapshot{Generation: 1, Spec: v1alpha1.MacOSMachineClassSpec{ImageName: "sonoma",
-		SystemDisk: v1alpha1.SystemDiskSpec{Capacity: resource.MustParse("128Gi"), StorageClassName: ptr.To("fast")}}}
+		SystemDisk: v1alpha1.SystemDiskSpec{Size: resource.MustParse("128Gi"), StorageClassName: ptr.To("fast")}}}
 	if osVersion != "" {
 		m.Status.Agent = &v1alpha1.AgentReport{OSVersion: osVersion}
 	}

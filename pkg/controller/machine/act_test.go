@@ -60,7 +60,7 @@ type actEnv struct {
 func newActEnv(t *testing.T, m *v1alpha1.MacOSMachine) *actEnv {
 	t.Helper()
 	class := testClass()
-	class.Spec.SystemDisk.Capacity = resource.MustParse("64Gi")
+	class.Spec.SystemDisk.Size = resource.MustParse("64Gi")
 	image := &v1alpha1.MacOSImage{ObjectMeta: metav1.ObjectMeta{Name: "sonoma"}}
 	image.Spec.Source.PVC = &v1alpha1.NamespacedObjectReference{Namespace: "images", Name: "sonoma"}
 	idSecret := IdentitySecret(m, testIdentity())

@@ -334,7 +334,7 @@ func TestInstallSession_Reconcile(t *testing.T) {
 	require.NotNil(t, sys.Spec.Source)
 	assert.NotNil(t, sys.Spec.Source.Blank, "blank, not a clone of the image")
 	assert.Nil(t, sys.Spec.SourceRef)
-	assert.Zero(t, class.Spec.SystemDisk.Capacity.Cmp(sys.Spec.Storage.Resources.Requests[corev1.ResourceStorage]), "the class's size")
+	assert.Zero(t, class.Spec.SystemDisk.Size.Cmp(sys.Spec.Storage.Resources.Requests[corev1.ResourceStorage]), "the class's size")
 	assert.Equal(t, class.Spec.SystemDisk.StorageClassName, sys.Spec.Storage.StorageClassName)
 	assert.Nil(t, w.dv(n.RecoveryDisk))
 	c := machineCondition(m, v1alpha1.MachineSystemDiskReady)

@@ -224,7 +224,7 @@ func BootdiskJob(m *v1alpha1.MacOSMachine, id *v1alpha1.MacOSIdentity, class *v1
 func SystemDisk(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass, image *v1alpha1.MacOSImage) (*cdiv1.DataVolume, error) {
 	spec := cdiv1.DataVolumeSpec{Storage: &cdiv1.StorageSpec{
 		StorageClassName: class.Spec.SystemDisk.StorageClassName,
-		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: class.Spec.SystemDisk.Capacity}},
+		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: class.Spec.SystemDisk.Size}},
 	}}
 	switch src := image.Spec.Source; {
 	case src.DataSource != nil:
@@ -253,7 +253,7 @@ func InstallSystemDisk(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineCla
 			Source: &cdiv1.DataVolumeSource{Blank: &cdiv1.DataVolumeBlankImage{}},
 			Storage: &cdiv1.StorageSpec{
 				StorageClassName: class.Spec.SystemDisk.StorageClassName,
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: class.Spec.SystemDisk.Capacity}},
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: class.Spec.SystemDisk.Size}},
 			},
 		},
 	}

@@ -64,7 +64,7 @@ func cells(obj runtime.Object, now time.Time) ([]interface{}, error) {
 		c.Spec.IdentityPoolName,
 		int64(c.Spec.CPU.Cores),
 		memory,
-		fmt.Sprintf("%s (%s)", c.Spec.SystemDisk.Capacity.String(), c.Spec.SystemDisk.Bus),
+		fmt.Sprintf("%s (%s)", c.Spec.SystemDisk.Size.String(), c.Spec.SystemDisk.Bus),
 		tableconvertor.Age(c.CreationTimestamp, now),
 		c.Spec.SMBIOSModel,
 		tableconvertor.OrNone(storageClass),

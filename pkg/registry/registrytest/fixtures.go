@@ -36,7 +36,7 @@ func MachineClass(name string) *dockerio.MacOSMachineClass {
 		Spec: dockerio.MacOSMachineClassSpec{
 			CPU:              dockerio.CPUSpec{Cores: 4, Model: "Penryn", Features: []dockerio.CPUFeature{{Name: "avx2", Policy: dockerio.CPUFeaturePolicyRequire}}},
 			Memory:           ptr.To(resource.MustParse("8Gi")),
-			SystemDisk:       dockerio.SystemDiskSpec{Capacity: resource.MustParse("128Gi"), Bus: dockerio.DiskBusNVMe},
+			SystemDisk:       dockerio.SystemDiskSpec{Size: resource.MustParse("128Gi"), Bus: dockerio.DiskBusNVMe},
 			ImageName:        "sonoma",
 			IdentityPoolName: "imacpro",
 			SMBIOSModel:      "iMacPro1,1",

@@ -155,7 +155,7 @@ func readyMachine() *dockerio.MacOSMachine {
 			IdentityRef: &dockerio.LocalObjectReference{Name: "imacpro-000123"},
 			ClassSnapshot: &dockerio.ClassSnapshot{Generation: 2, Spec: dockerio.MacOSMachineClassSpec{
 				Memory: &memory, ImageName: "sonoma-14-6", IdentityPoolName: "imacpro", SMBIOSModel: "iMacPro1,1",
-				SystemDisk: dockerio.SystemDiskSpec{Capacity: resource.MustParse("128Gi"), Bus: dockerio.DiskBusSATA},
+				SystemDisk: dockerio.SystemDiskSpec{Size: resource.MustParse("128Gi"), Bus: dockerio.DiskBusSATA},
 			}},
 			Addresses: []dockerio.MachineAddress{{Type: dockerio.MachineAddressPod, Address: "10.244.3.17"}, {Type: dockerio.MachineAddressAgent, Address: "10.244.3.17:7443"}},
 			Agent: &dockerio.AgentReport{Stage: dockerio.AgentStageReady, LastSeenTime: &now, Version: "v0.9.0", OSVersion: "14.6.1",

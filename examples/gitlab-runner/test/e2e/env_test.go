@@ -196,7 +196,7 @@ func (e *env) fleet(t *testing.T, cfg *rest.Config) {
 			DataSource: &dockeriov1alpha1.NamespacedObjectReference{Namespace: "dockerios-images", Name: "sonoma"}}}}, metav1.CreateOptions{}))
 	must(api.MacOSMachineClasses().Create(ctx, &dockeriov1alpha1.MacOSMachineClass{ObjectMeta: metav1.ObjectMeta{Name: "demo"},
 		Spec: dockeriov1alpha1.MacOSMachineClassSpec{ImageName: "demo", IdentityPoolName: "demo",
-			SystemDisk: dockeriov1alpha1.SystemDiskSpec{Capacity: resource.MustParse("64Gi"), StorageClassName: ptr.To("demo")}}}, metav1.CreateOptions{}))
+			SystemDisk: dockeriov1alpha1.SystemDiskSpec{Size: resource.MustParse("64Gi"), StorageClassName: ptr.To("demo")}}}, metav1.CreateOptions{}))
 	must(e.kube.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dockerios-osk"},
 		StringData: map[string]string{"osk": strings.Repeat("dummy-osk-", 6) + "test"}}, metav1.CreateOptions{}))
 	must(api.MacOSMachinePools(namespace).Create(ctx, &dockeriov1alpha1.MacOSMachinePool{ObjectMeta: metav1.ObjectMeta{Name: pool},

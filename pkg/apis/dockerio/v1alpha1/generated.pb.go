@@ -2686,7 +2686,7 @@ func (m *StorageHoldBack) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 }
 
 func (m *SystemDiskSpec) Marshal() (dAtA []byte, err error) {
-	size := m.Size()
+	size := m.ProtoSize()
 	dAtA = make([]byte, size)
 	n, err := m.MarshalToSizedBuffer(dAtA[:size])
 	if err != nil {
@@ -2696,7 +2696,7 @@ func (m *SystemDiskSpec) Marshal() (dAtA []byte, err error) {
 }
 
 func (m *SystemDiskSpec) MarshalTo(dAtA []byte) (int, error) {
-	size := m.Size()
+	size := m.ProtoSize()
 	return m.MarshalToSizedBuffer(dAtA[:size])
 }
 
@@ -2718,7 +2718,7 @@ func (m *SystemDiskSpec) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 		dAtA[i] = 0x12
 	}
 	{
-		size, err := m.Capacity.MarshalToSizedBuffer(dAtA[:i])
+		size, err := m.Size.MarshalToSizedBuffer(dAtA[:i])
 		if err != nil {
 			return 0, err
 		}
@@ -3281,7 +3281,7 @@ func (m *MacOSMachineClassSpec) Size() (n int) {
 		l = m.Memory.Size()
 		n += 1 + l + sovGenerated(uint64(l))
 	}
-	l = m.SystemDisk.Size()
+	l = m.SystemDisk.ProtoSize()
 	n += 1 + l + sovGenerated(uint64(l))
 	l = len(m.ImageName)
 	n += 1 + l + sovGenerated(uint64(l))
@@ -3650,13 +3650,13 @@ func (m *StorageHoldBack) Size() (n int) {
 	return n
 }
 
-func (m *SystemDiskSpec) Size() (n int) {
+func (m *SystemDiskSpec) ProtoSize() (n int) {
 	if m == nil {
 		return 0
 	}
 	var l int
 	_ = l
-	l = m.Capacity.Size()
+	l = m.Size.Size()
 	n += 1 + l + sovGenerated(uint64(l))
 	if m.StorageClassName != nil {
 		l = len(*m.StorageClassName)
@@ -4416,7 +4416,7 @@ func (this *SystemDiskSpec) String() string {
 		return "nil"
 	}
 	s := strings.Join([]string{`&SystemDiskSpec{`,
-		`Capacity:` + strings.Replace(strings.Replace(fmt.Sprintf("%v", this.Capacity), "Quantity", "resource.Quantity", 1), `&`, ``, 1) + `,`,
+		`Size:` + strings.Replace(strings.Replace(fmt.Sprintf("%v", this.Size), "Quantity", "resource.Quantity", 1), `&`, ``, 1) + `,`,
 		`StorageClassName:` + valueToStringGenerated(this.StorageClassName) + `,`,
 		`Bus:` + fmt.Sprintf("%v", this.Bus) + `,`,
 		`}`,
@@ -12637,7 +12637,7 @@ func (m *SystemDiskSpec) Unmarshal(dAtA []byte) error {
 		switch fieldNum {
 		case 1:
 			if wireType != 2 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Capacity", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field Size", wireType)
 			}
 			var msglen int
 			for shift := uint(0); ; shift += 7 {
@@ -12664,7 +12664,7 @@ func (m *SystemDiskSpec) Unmarshal(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			if err := m.Capacity.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
+			if err := m.Size.Unmarshal(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
 			iNdEx = postIndex

@@ -185,7 +185,7 @@ func validateMachineClassSpec(s *dockerio.MacOSMachineClassSpec, fld *field.Path
 	}
 
 	disk := fld.Child("systemDisk")
-	allErrs = append(allErrs, validatePositiveQuantity(s.SystemDisk.Capacity, disk.Child("size"))...)
+	allErrs = append(allErrs, validatePositiveQuantity(s.SystemDisk.Size, disk.Child("size"))...)
 	if sc := s.SystemDisk.StorageClassName; sc != nil {
 		allErrs = append(allErrs, validateReferenceName(*sc, ValidateSubdomainName, disk.Child("storageClassName"))...)
 	}

@@ -171,7 +171,7 @@ func TestValidateMacOSMachineClass(t *testing.T) {
 		// KubeVirt's admission refuses a VirtualMachine with less than 1M.
 		"memory below 1M is Invalid":  {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = ptr.To(resource.MustParse("512Ki")) }, want: []fieldErr{invalid("spec.memory")}},
 		"memory of 1M is legal":       {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.Memory = ptr.To(resource.MustParse("1M")) }},
-		"zero system disk is Invalid": {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.SystemDisk.Capacity = resource.MustParse("0") }, want: []fieldErr{invalid("spec.systemDisk.size")}},
+		"zero system disk is Invalid": {mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.SystemDisk.Size = resource.MustParse("0") }, want: []fieldErr{invalid("spec.systemDisk.size")}},
 		"storage class that is not a DNS subdomain is Invalid": {
 			mutate: func(c *dockerio.MacOSMachineClass) { c.Spec.SystemDisk.StorageClassName = ptr.To("Fast_SSD") },
 			want:   []fieldErr{invalid("spec.systemDisk.storageClassName")},

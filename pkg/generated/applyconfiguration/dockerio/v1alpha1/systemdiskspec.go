@@ -29,7 +29,7 @@ import (
 // SystemDiskSpec is the disk macOS runs from.
 type SystemDiskSpecApplyConfiguration struct {
 	// size of the system disk, at least the size of the image, for example "128Gi".
-	Capacity *resource.Quantity `json:"size,omitempty"`
+	Size *resource.Quantity `json:"size,omitempty"`
 	// storageClassName is the StorageClass the disk is cloned into. When
 	// unset, the cluster's default StorageClass is used.
 	StorageClassName *string `json:"storageClassName,omitempty"`
@@ -46,11 +46,11 @@ func SystemDiskSpec() *SystemDiskSpecApplyConfiguration {
 	return &SystemDiskSpecApplyConfiguration{}
 }
 
-// WithCapacity sets the Capacity field in the declarative configuration to the given value
+// WithSize sets the Size field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the Capacity field is set to the value of the last call.
-func (b *SystemDiskSpecApplyConfiguration) WithCapacity(value resource.Quantity) *SystemDiskSpecApplyConfiguration {
-	b.Capacity = &value
+// If called multiple times, the Size field is set to the value of the last call.
+func (b *SystemDiskSpecApplyConfiguration) WithSize(value resource.Quantity) *SystemDiskSpecApplyConfiguration {
+	b.Size = &value
 	return b
 }
 
