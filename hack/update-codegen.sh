@@ -52,9 +52,9 @@ kube::codegen::gen_client \
     "${ROOT}/pkg/apis"
 
 # The versioned types' protobuf encoding (generated.proto, generated.pb.go,
-# and the protobuf tags go-to-protobuf writes into types.go): storage keeps
-# our objects in protobuf, as kube-apiserver keeps its own, because decoding
-# and encoding JSON was the largest single cost of a claim in our server.
+# and the protobuf tags go-to-protobuf writes into types.go): storage writes
+# our objects in it when --storage-media-type asks (pkg/storage/codec says
+# why JSON is still the default).
 # go-to-protobuf reads and writes packages by import path under one root, and
 # protoc finds the imported .proto files there too, so the root is a scratch
 # tree of links: this repository, and apimachinery and gogo/protobuf (for
