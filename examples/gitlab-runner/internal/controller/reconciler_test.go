@@ -1140,11 +1140,13 @@ func TestReconcile_ARetryRunningSaysWhatFailedLastTime(t *testing.T) {
 	var mu sync.Mutex
 	attempts := 0
 	f.r.init(func(ctx context.Context, in *jobInput, progress func(jobStage, int, string)) (*jobOutcome, error) {
+		// Counted once the stage is reported: the test reconciles as soon
+		// as it sees attempt 2, which must by then be registering.
+		progress(stageRegistering, 0, "")
 		mu.Lock()
 		attempts++
 		n := attempts
 		mu.Unlock()
-		progress(stageRegistering, 0, "")
 		if n == 1 {
 			return nil, &jobFailure{reason: v1alpha1.ReasonGitLabError, message: "listing runners: gitlab: GET /runners/all: 502 Bad Gateway", stage: stageRegistering}
 		}
