@@ -86,10 +86,14 @@ func (c *Config) Complete() CompletedConfig {
 // New returns a server serving dockerios.io/v1alpha1 from the configured storage.
 func (c CompletedConfig) New() (*Server, error) {
 	// The group offers protobuf (below) only as far as this filter lets
-	// clients have it: for objects' metadata.
+	// clients have it: for objects' metadata. Each request's goroutines
+	// grow their stacks first (see stack.go).
 	build := c.GenericConfig.BuildHandlerChainFunc
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		return build(protobufOnlyForMetadata(h), gc)
+		return growStackFirst(build(protobufOnlyForMetadata(h), gc))
+	}
+	if a := c.GenericConfig.Authentication.Authenticator; a != nil {
+		c.GenericConfig.Authentication.Authenticator = stackGrowingAuthenticator{a}
 	}
 	server, err := c.GenericConfig.New("dockerios-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
