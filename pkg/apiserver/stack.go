@@ -23,7 +23,8 @@ import (
 )
 
 // A request is served by goroutines that each start with a small stack:
-// the HTTP/2 server's goroutine for the request, and below the generic
+// the HTTP server's (one per request over HTTP/2, one per connection over
+// HTTP/1.1, which keeps what it grew), and below the generic
 // handler chain's timeout filter a goroutine of its own, which runs
 // authentication, authorization, priority and fairness and the handler.
 // The Go runtime starts a goroutine's stack at the average size it has
@@ -43,8 +44,8 @@ import (
 // less, and the first of our code it runs is a registry's.)
 
 // requestStack is how much further a request's goroutines grow their
-// stacks: 16 KiB took the timeout filter's goroutine through a claim's
-// create without another copy, where 32 KiB did no better.
+// stacks: with 16 KiB the timeout filter's goroutine all but stopped
+// copying its stack in a claim's create, and 32 KiB did no better.
 const requestStack = 16 << 10
 
 // growStack makes the calling goroutine's stack hold at least
@@ -57,7 +58,7 @@ func growStack(index int) byte {
 	return room[index&(len(room)-1)]
 }
 
-// growStackFirst grows the stack of the goroutine an HTTP/2 server runs a
+// growStackFirst grows the stack of the goroutine the HTTP server runs a
 // request in before the handler chain starts.
 func growStackFirst(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
