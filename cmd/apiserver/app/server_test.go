@@ -143,3 +143,34 @@ func TestConfig_ShutdownFlags(t *testing.T) {
 	o.Shutdown.Delay = -time.Second
 	assert.ErrorContains(t, o.Validate(), "--shutdown-delay-duration must not be negative")
 }
+
+// --gc-heap-floor is a quantity, 256Mi by default; a bad one is refused by
+// name before the server starts.
+func TestConfig_GCHeapFloor(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    uint64
+		wantErr string
+	}{
+		{args: nil, want: 256 << 20},
+		{args: []string{"--gc-heap-floor=1Gi"}, want: 1 << 30},
+		{args: []string{"--gc-heap-floor=0"}, want: 0},
+		{args: []string{"--gc-heap-floor=lots"}, wantErr: `--gc-heap-floor "lots"`},
+		{args: []string{"--gc-heap-floor=-1Mi"}, wantErr: "--gc-heap-floor must not be negative"},
+	} {
+		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
+			o := behindKubeAPIServer(t)
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			require.NoError(t, fs.Parse(tc.args))
+			got, err := o.gcHeapFloorBytes()
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				assert.ErrorContains(t, o.Validate(), tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
