@@ -30,9 +30,10 @@ limitations under the License.
 //
 // Keep raises the percent after each collection so that the next one
 // starts no earlier than when the heap reaches a floor, and never earlier
-// than GOGC alone would start it. Once the live heap is over the floor the
-// percent is GOGC's again: a large heap is collected as it always was, and
-// a small one costs at most the floor in memory.
+// than GOGC alone would start it. Once GOGC's own goal is over the floor
+// (from a live heap of half the floor on, at GOGC=100) the percent is
+// GOGC's again: a large heap is collected as it always was, and a small one
+// costs at most the floor in memory.
 //
 // The package owns the process's GC percent while it keeps a floor; it
 // never lowers the percent below the one the process started with, never
