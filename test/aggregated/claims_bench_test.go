@@ -20,6 +20,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,6 +132,40 @@ type claimBenchKind struct {
 	create func(round, i int) error
 	lat    []time.Duration
 	cpu    cpuTimes // each process's CPU from a burst's start until the control plane is quiet again
+	gc     gcCounters
+}
+
+// gcCounters are our server's garbage collections and the CPU they took,
+// from its /metrics.
+type gcCounters struct{ cycles, cpuSeconds float64 }
+
+func (c gcCounters) minus(o gcCounters) gcCounters {
+	return gcCounters{c.cycles - o.cycles, c.cpuSeconds - o.cpuSeconds}
+}
+
+// dockerIOSGC reads our server's gcCounters.
+func (e *env) dockerIOSGC(b *testing.B) gcCounters {
+	client, header := e.frontProxyClient(b)
+	req, err := http.NewRequest(http.MethodGet, e.cp.DockerIOSURL+"/metrics", nil)
+	require.NoError(b, err)
+	req.Header = header
+	resp, err := client.Do(req)
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(b, err)
+	var c gcCounters
+	for _, line := range strings.Split(string(data), "\n") {
+		name, value, _ := strings.Cut(line, " ")
+		v, _ := strconv.ParseFloat(value, 64)
+		switch name {
+		case "go_gc_cycles_total_gc_cycles_total":
+			c.cycles = v
+		case "go_cpu_classes_gc_total_cpu_seconds_total":
+			c.cpuSeconds = v
+		}
+	}
+	return c
 }
 
 // BenchmarkClaimBoundThroughKubeAPIServer measures, side by side on one
@@ -236,6 +272,7 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		clients           int
 		claims, crds, cms []time.Duration
 		cpu               []cpuTimes // claim, CRD, ConfigMap
+		gc                gcCounters // our server's, in claims' bursts
 	}
 	var results []result
 	burstNo := 0
@@ -251,12 +288,15 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 				kind := kinds[(round+k)%len(kinds)]
 				settle(b, pids)
 				n := burstNo
-				before := readCPU(b, pids)
+				before, gcBefore := readCPU(b, pids), e.dockerIOSGC(b)
 				kind.lat = append(kind.lat, burst(b, clients, perBurst, func(i int) error { return kind.create(n, i) })...)
 				// What the burst set off (watch events, the garbage
 				// collector's share) is its cost too.
 				settle(b, pids)
 				kind.cpu.add(readCPU(b, pids).minus(before))
+				gc := e.dockerIOSGC(b).minus(gcBefore)
+				kind.gc.cycles += gc.cycles
+				kind.gc.cpuSeconds += gc.cpuSeconds
 			}
 			b.Logf("%d clients, round %d: p50/p99 claim → Bound %s/%s, CRD %s/%s, ConfigMap %s/%s", clients, round+1,
 				pct(kinds[0].lat[round*perBurst:], 50), pct(kinds[0].lat[round*perBurst:], 99),
@@ -265,7 +305,7 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 			burstNo++
 		}
 		results = append(results, result{clients: clients, claims: kinds[0].lat, crds: kinds[1].lat, cms: kinds[2].lat,
-			cpu: []cpuTimes{kinds[0].cpu, kinds[1].cpu, kinds[2].cpu}})
+			cpu: []cpuTimes{kinds[0].cpu, kinds[1].cpu, kinds[2].cpu}, gc: kinds[0].gc})
 	}
 
 	if extra > 0 {
@@ -356,6 +396,15 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 				b.ReportMetric(ms(total)/objects, fmt.Sprintf("%s-cpu-ms-per-object-c%d", strings.ToLower(kind), r.clients))
 			}
 		}
+	}
+	// How often our server collects garbage while it binds claims, and
+	// what that costs it (--gc-heap-floor decides the first).
+	fmt.Printf("dockerios-apiserver's garbage collection in the claims' bursts:\n%7s  %26s  %22s\n", "clients", "collections per 1000 claims", "GC CPU per claim (ms)")
+	for _, r := range results {
+		claims := float64(rounds * perBurst)
+		fmt.Printf("%7d  %26.1f  %22.3f\n", r.clients, r.gc.cycles*1000/claims, r.gc.cpuSeconds*1000/claims)
+		b.ReportMetric(r.gc.cycles*1000/claims, fmt.Sprintf("dockerios-gc-per-1000-claims-c%d", r.clients))
+		b.ReportMetric(r.gc.cpuSeconds*1000/claims, fmt.Sprintf("dockerios-gc-cpu-ms-per-claim-c%d", r.clients))
 	}
 }
 
