@@ -39,7 +39,7 @@ func TestGCHeapFloor_ASmallHeapIsCollectedOncePerFloor(t *testing.T) {
 		args  []string
 		floor float64
 	}{
-		{name: "default", floor: 256 << 20},
+		{name: "default", floor: 128 << 20},
 		{name: "1Gi", args: []string{"--gc-heap-floor=1Gi"}, floor: 1 << 30},
 		{name: "off", args: []string{"--gc-heap-floor=0"}},
 	} {
@@ -51,7 +51,7 @@ func TestGCHeapFloor_ASmallHeapIsCollectedOncePerFloor(t *testing.T) {
 			t.Logf("live heap %.1f MiB, heap goal %.1f MiB, GC percent %.0f", m["go_gc_heap_live_bytes"]/(1<<20), m["go_gc_heap_goal_bytes"]/(1<<20), m["go_gc_gogc_percent"])
 			if tc.floor == 0 {
 				assert.Equal(t, 100.0, m["go_gc_gogc_percent"], "GOGC's percent")
-				assert.Less(t, m["go_gc_heap_goal_bytes"], float64(256<<20), "the goal of a small heap without a floor")
+				assert.Less(t, m["go_gc_heap_goal_bytes"], float64(128<<20), "the goal of a small heap without a floor")
 				return
 			}
 			require.Less(t, m["go_gc_heap_live_bytes"], tc.floor, "this test needs a live heap under the floor")

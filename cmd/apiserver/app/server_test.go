@@ -144,7 +144,7 @@ func TestConfig_ShutdownFlags(t *testing.T) {
 	assert.ErrorContains(t, o.Validate(), "--shutdown-delay-duration must not be negative")
 }
 
-// --gc-heap-floor is a quantity, 256Mi by default; a bad one is refused by
+// --gc-heap-floor is a quantity, 128Mi by default; a bad one is refused by
 // name before the server starts.
 func TestConfig_GCHeapFloor(t *testing.T) {
 	for _, tc := range []struct {
@@ -152,7 +152,7 @@ func TestConfig_GCHeapFloor(t *testing.T) {
 		want    uint64
 		wantErr string
 	}{
-		{args: nil, want: 256 << 20},
+		{args: nil, want: 128 << 20},
 		{args: []string{"--gc-heap-floor=1Gi"}, want: 1 << 30},
 		{args: []string{"--gc-heap-floor=0"}, want: 0},
 		{args: []string{"--gc-heap-floor=lots"}, wantErr: `--gc-heap-floor "lots"`},
