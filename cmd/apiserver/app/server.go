@@ -88,7 +88,7 @@ const (
 	// LocalKubeconfigName is the kubeconfig --local writes into --data-dir.
 	LocalKubeconfigName = "admin.kubeconfig"
 	// DefaultGCHeapFloor is about five times the live heap of a small
-	// fleet's server (20–30 MiB), which then collects two to three times
+	// fleet's server (20–30 MiB), which then collects about three times
 	// less often, and under what GOGC alone lets the heap of 10,000
 	// machines reach (a live heap of about 100 MiB): 256 MiB would have
 	// cost that fleet 160 MiB of resident memory more, 128 MiB cost it
