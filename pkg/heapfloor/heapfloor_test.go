@@ -100,7 +100,7 @@ func collectionsWhileAllocating(total int) uint64 {
 	return readUint64(cycles) - before
 }
 
-// percentSettles waits until the GC percent is want, as a cleanup after a
+// percentSettles waits until the GC percent is want, as the poll after a
 // collection sets it.
 func percentSettles(t *testing.T, want func(int) bool) int {
 	t.Helper()
