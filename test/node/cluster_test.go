@@ -483,11 +483,11 @@ func (c *Cluster) stop(t *testing.T) {
 			{"get", "nodes,pods,jobs,pvc,pv,apiservices", "-A", "-o", "wide"},
 			{"get", "events", "-A", "--sort-by=.lastTimestamp"},
 			{"describe", "pods", "-n", "dockerios-system"},
-			{"logs", "-n", "dockerios-system", "-l", "app.kubernetes.io/part-of=dockerios", "--all-containers", "--tail=40", "--prefix"},
 		} {
 			r := c.Kubectl.Run("", args...)
 			t.Logf("kubectl %s:\n%s%s", strings.Join(args, " "), r.Stdout, r.Stderr)
 		}
+		c.logPodLogs(t, "dockerios-system", 40)
 	}
 	c.mu.Lock()
 	procs := append([]*proc(nil), c.procs...)
@@ -509,6 +509,22 @@ func (c *Cluster) stop(t *testing.T) {
 	// killing them now frees the cgroups before the outer process removes
 	// them.
 	_ = exec.Command("pkill", "-KILL", "-f", "containerd-shim").Run()
+}
+
+// logPodLogs logs the last lines of every container log of namespace's
+// pods that the kubelet still keeps, an exited container's included. They
+// are read from the kubelet's podLogsDir: kubectl logs cannot reach this
+// kubelet (its serving certificate names no IP).
+func (c *Cluster) logPodLogs(t *testing.T, namespace string, lines int) {
+	t.Helper()
+	files, _ := filepath.Glob(c.path("pod-logs", namespace+"_*", "*", "*.log"))
+	if len(files) == 0 {
+		t.Logf("no container logs of namespace %s in %s", namespace, c.path("pod-logs"))
+	}
+	for _, f := range files {
+		rel, _ := filepath.Rel(c.path("pod-logs"), f)
+		t.Logf("container log %s:\n%s", rel, tailFile(f, lines))
+	}
 }
 
 func tailFile(path string, lines int) string {

@@ -18,9 +18,11 @@ package node
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -308,9 +310,25 @@ func checkPods(t *testing.T, c *Cluster, kube kubernetes.Interface, r *Release) 
 	ns, err := kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "restricted", ns.Labels["pod-security.kubernetes.io/enforce"])
-	pods, err := kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
 	want := map[string]int{"dockerios-apiserver": 1, "dockerios-controller": 2}
+	// rollout status has seen every pod Available once. A pod not Ready
+	// just after is most likely one whose container has since exited:
+	// readiness otherwise takes three failed probes, 30 s, to drop. Give
+	// the kubelet the time to restart it (the restart count below fails
+	// the check then), and show why it exited while its pod is still there.
+	var pods *corev1.PodList
+	complaint := "not listed yet"
+	for deadline := time.Now().Add(time.Minute); complaint != "" && time.Now().Before(deadline); time.Sleep(time.Second) {
+		pods, err = kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		complaint = notAllReady(pods, want)
+	}
+	if complaint != "" || restarted(pods) {
+		t.Logf("DockerIOS's pods: %s", cmp.Or(complaint, "a container restarted"))
+		res := c.Kubectl.Run("", "-n", systemNamespace, "describe", "pods")
+		t.Logf("kubectl describe pods:\n%s%s", res.Stdout, res.Stderr)
+		c.logPodLogs(t, systemNamespace, 60)
+	}
 	got := map[string]int{}
 	for _, p := range pods.Items {
 		app := p.Labels["app.kubernetes.io/name"]
@@ -379,6 +397,34 @@ spec:
 `, "create", "-f", "-")
 	require.Error(t, res.Err)
 	assert.Contains(t, res.Stderr, `violates PodSecurity "restricted:latest"`)
+}
+
+// notAllReady says which of want's pods (counted by app) are missing, or
+// not Running and Ready; "" when none.
+func notAllReady(pods *corev1.PodList, want map[string]int) string {
+	got := map[string]int{}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning || !podReady(&p) {
+			return fmt.Sprintf("pod %s is %s, Ready %v", p.Name, p.Status.Phase, podReady(&p))
+		}
+		got[p.Labels["app.kubernetes.io/name"]]++
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Sprintf("pods by app: %v, want %v", got, want)
+	}
+	return ""
+}
+
+// restarted says whether a container of pods has restarted.
+func restarted(pods *corev1.PodList) bool {
+	for _, p := range pods.Items {
+		for _, st := range p.Status.ContainerStatuses {
+			if st.RestartCount > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func podReady(p *corev1.Pod) bool {
