@@ -280,8 +280,14 @@ func Run(ctx context.Context, cfg Config) error {
 	df.Start(ctx.Done())
 	kf.Start(ctx.Done())
 	xf.Start(ctx.Done())
-	for name, synced := range map[string]bool{"nodes": allSynced(nf.WaitForCacheSync(ctx.Done())), "dockerios": allSynced(df.WaitForCacheSync(ctx.Done())),
-		"kubernetes": allSynced(kf.WaitForCacheSync(ctx.Done())), "kubevirt/cdi": allSynced(xf.WaitForCacheSync(ctx.Done()))} {
+	synced := map[string]bool{"nodes": allSynced(nf.WaitForCacheSync(ctx.Done())), "dockerios": allSynced(df.WaitForCacheSync(ctx.Done())),
+		"kubernetes": allSynced(kf.WaitForCacheSync(ctx.Done())), "kubevirt/cdi": allSynced(xf.WaitForCacheSync(ctx.Done()))}
+	if ctx.Err() != nil {
+		// Stopped while the caches filled (a SIGTERM, a lost lease): the
+		// waits ended for that, not because a kind is missing.
+		return nil
+	}
+	for name, synced := range synced {
 		if !synced {
 			return fmt.Errorf("caches of %s did not sync (are KubeVirt's and CDI's CRDs installed, and may the controller list them?)", name)
 		}
