@@ -284,7 +284,7 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		kinds := []*claimBenchKind{{name: "claim", create: claim, cpu: cpuTimes{}}, {name: "CRD", create: crd, cpu: cpuTimes{}}, {name: "ConfigMap", create: configMap, cpu: cpuTimes{}}}
 		for round := range rounds {
 			warm(burstNo)
-			roundGC := make([]float64, len(kinds)) // our server's collections in this round's bursts, by kind
+			roundGC := make([]float64, len(kinds)) // our server's collections around this round's bursts, by kind
 			// Each burst starts on a quiet control plane — not during what
 			// warming the pool, or the burst before, left to do (the garbage
 			// collector's and the watch caches' share of those writes) — and
