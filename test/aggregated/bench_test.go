@@ -41,6 +41,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
 	"github.com/dockerios/dockerios/test/framework"
 )
 
@@ -212,6 +213,34 @@ func (e *env) frontProxyClient(b testing.TB) (*http.Client, http.Header) {
 	roots.AppendCertsFromPEM(e.cp.DockerIOSServingCA())
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}}
 	return client, http.Header{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}}
+}
+
+// directClient returns a clientset that talks to the DockerIOS apiserver
+// itself, as kube-apiserver's aggregator does: with the front-proxy client
+// certificate, the admin named in its headers.
+func (e *env) directClient(b testing.TB) versioned.Interface {
+	cert, key := e.cp.FrontProxyClient(b, "front-proxy-client")
+	_, header := e.frontProxyClient(b)
+	cfg := &rest.Config{Host: e.cp.DockerIOSURL, QPS: 1000, Burst: 1000,
+		TLSClientConfig: rest.TLSClientConfig{CAData: e.cp.DockerIOSServingCA(), CertData: cert, KeyData: key}}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return withHeader{rt, header} })
+	client, err := versioned.NewForConfig(cfg)
+	require.NoError(b, err)
+	return client
+}
+
+// withHeader adds its header to every request.
+type withHeader struct {
+	rt     http.RoundTripper
+	header http.Header
+}
+
+func (w withHeader) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range w.header {
+		req.Header[k] = v
+	}
+	return w.rt.RoundTrip(req)
 }
 
 // waitForWatches waits until somebody (kube-controller-manager's garbage

@@ -41,6 +41,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	"github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
 	"github.com/dockerios/dockerios/test/framework"
 )
 
@@ -52,6 +53,7 @@ var (
 	claimBenchProfC   = flag.Int("bench-claim-profiled-clients", 0, "concurrent clients of the profiled bursts (0: the most -bench-claim-clients names)")
 	kubeAPIProfile    = flag.String("bench-kube-apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver during BenchmarkClaimBoundThroughKubeAPIServer's profiled bursts of claims to this file")
 	allocProfile      = flag.String("bench-dockerios-allocprofile", "", "write what the DockerIOS apiserver allocates during BenchmarkClaimBoundThroughKubeAPIServer's profiled bursts of claims to this file")
+	claimBenchDirect  = flag.Bool("bench-claim-direct", false, "BenchmarkClaimBoundThroughKubeAPIServer also times claims created on the DockerIOS apiserver itself, as kube-apiserver's aggregator sends them (its front-proxy client certificate, the user in headers): a claim without the aggregation hop")
 )
 
 // crdClaims is MacOSMachineClaim again, as a CustomResourceDefinition in a
@@ -204,7 +206,13 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		Spec:       v1alpha1.MacOSMachinePoolSpec{ClassName: className, Replicas: ptr.To(int32(0))},
 	}, metav1.CreateOptions{})
 	require.NoError(b, err)
-	measured := len(levels) * rounds * perBurst
+	// With -bench-claim-direct, claims made past kube-apiserver take
+	// machines from the same pool: twice the machines each round.
+	machinesPerRound := perBurst
+	if *claimBenchDirect {
+		machinesPerRound *= 2
+	}
+	measured := len(levels) * rounds * machinesPerRound
 	e.addIdentities(b, identityPool, "claims-bench", fleetSize, measured, 8)
 
 	extra := 0
@@ -223,7 +231,7 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for i := int(next.Add(1)) - 1; i < perBurst; i = int(next.Add(1)) - 1 {
+				for i := int(next.Add(1)) - 1; i < machinesPerRound; i = int(next.Add(1)) - 1 {
 					if err := e.warmMachine(ctx, ns, fmt.Sprintf("warm-%d-%03d", burstNo, i)); err != nil {
 						errs <- err
 						return
@@ -238,9 +246,9 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		}
 		time.Sleep(200 * time.Millisecond) // the apiserver's view follows its watch cache
 	}
-	claim := func(burstNo, i int) error {
-		c, err := e.client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("claim-%d-%03d", burstNo, i)},
+	claimThrough := func(client versioned.Interface, name string) error {
+		c, err := client.DockeriosV1alpha1().MacOSMachineClaims(ns).Create(ctx, &v1alpha1.MacOSMachineClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       v1alpha1.MacOSMachineClaimSpec{PoolName: "warm"},
 		}, metav1.CreateOptions{})
 		if err == nil && (c.Status.Phase != v1alpha1.ClaimBound || c.Status.MachineName == "") {
@@ -248,6 +256,9 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		}
 		return err
 	}
+	claim := func(burstNo, i int) error { return claimThrough(e.client, fmt.Sprintf("claim-%d-%03d", burstNo, i)) }
+	direct := e.directClient(b)
+	claimDirect := func(burstNo, i int) error { return claimThrough(direct, fmt.Sprintf("direct-%d-%03d", burstNo, i)) }
 	crd := func(burstNo, i int) error {
 		_, err := dyn.Resource(crdClaims).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": crdClaims.GroupVersion().String(), "kind": "MacOSMachineClaim",
@@ -274,14 +285,18 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 	type result struct {
 		clients           int
 		claims, crds, cms []time.Duration
-		cpu               []cpuTimes // claim, CRD, ConfigMap
-		gc                gcCounters // our server's, in claims' bursts
-		gcElsewhere       float64    // our server's collections around the CRDs' and ConfigMaps' bursts
+		direct            []time.Duration // claims made past kube-apiserver, with -bench-claim-direct
+		cpu               []cpuTimes      // claim, CRD, ConfigMap, and claim direct
+		gc                gcCounters      // our server's, in claims' bursts
+		gcElsewhere       float64         // our server's collections around the CRDs' and ConfigMaps' bursts
 	}
 	var results []result
 	burstNo := 0
 	for _, clients := range levels {
 		kinds := []*claimBenchKind{{name: "claim", create: claim, cpu: cpuTimes{}}, {name: "CRD", create: crd, cpu: cpuTimes{}}, {name: "ConfigMap", create: configMap, cpu: cpuTimes{}}}
+		if *claimBenchDirect {
+			kinds = append(kinds, &claimBenchKind{name: "claim direct", create: claimDirect, cpu: cpuTimes{}})
+		}
 		for round := range rounds {
 			warm(burstNo)
 			roundGC := make([]float64, len(kinds)) // our server's collections around this round's bursts, by kind
@@ -315,11 +330,21 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 				pct(kinds[0].lat[round*perBurst:], 50), pct(kinds[0].lat[round*perBurst:], 99),
 				pct(kinds[1].lat[round*perBurst:], 50), pct(kinds[1].lat[round*perBurst:], 99),
 				pct(kinds[2].lat[round*perBurst:], 50), pct(kinds[2].lat[round*perBurst:], 99), roundGC[0], roundGC[1], roundGC[2])
+			if len(kinds) > 3 {
+				b.Logf("%d clients, round %d: p50/p99 claim → Bound past kube-apiserver %s/%s; our server's collections around its burst %.0f", clients, round+1,
+					pct(kinds[3].lat[round*perBurst:], 50), pct(kinds[3].lat[round*perBurst:], 99), roundGC[3])
+			}
 			burstNo++
 		}
-		results = append(results, result{clients: clients, claims: kinds[0].lat, crds: kinds[1].lat, cms: kinds[2].lat,
-			cpu: []cpuTimes{kinds[0].cpu, kinds[1].cpu, kinds[2].cpu}, gc: kinds[0].gc,
-			gcElsewhere: kinds[1].gc.cycles + kinds[2].gc.cycles})
+		r := result{clients: clients, claims: kinds[0].lat, crds: kinds[1].lat, cms: kinds[2].lat, gc: kinds[0].gc,
+			gcElsewhere: kinds[1].gc.cycles + kinds[2].gc.cycles}
+		for _, k := range kinds {
+			r.cpu = append(r.cpu, k.cpu)
+		}
+		if len(kinds) > 3 {
+			r.direct = kinds[3].lat
+		}
+		results = append(results, r)
 	}
 
 	if extra > 0 {
@@ -329,6 +354,7 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		if clients <= 0 {
 			clients = slices.Max(levels)
 		}
+		machinesPerRound = perBurst // the profiled bursts are of claims through kube-apiserver only
 		for r := range extra {
 			warm(burstNo + r)
 		}
@@ -387,19 +413,37 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 			cp50.Round(100*time.Microsecond), cp99.Round(100*time.Microsecond), dp50.Round(100*time.Microsecond), dp99.Round(100*time.Microsecond),
 			mp50.Round(100*time.Microsecond), mp99.Round(100*time.Microsecond), cp50.Seconds()/dp50.Seconds(), cp99.Seconds()/dp99.Seconds(), cp99.Seconds()/mp99.Seconds(), met)
 	}
+	if *claimBenchDirect {
+		// What is left of the gap without the aggregation hop: a claim
+		// made on our server itself, against the CRD and the claim
+		// through kube-apiserver.
+		fmt.Printf("claims created on the DockerIOS apiserver itself, past kube-apiserver:\n%7s  %10s %10s  %14s %14s  %15s\n",
+			"clients", "direct p50", "direct p99", "direct/CRD p50", "direct/CRD p99", "claim/direct p50")
+		for _, r := range results {
+			c := fmt.Sprintf("c%d", r.clients)
+			xp50, xp99 := pct(r.direct, 50), pct(r.direct, 99)
+			dp50, dp99 := pct(r.crds, 50), pct(r.crds, 99)
+			b.ReportMetric(ms(xp50), "claim-direct-p50-ms-"+c)
+			b.ReportMetric(ms(xp99), "claim-direct-p99-ms-"+c)
+			b.ReportMetric(xp50.Seconds()/dp50.Seconds(), "claim-direct/crd-p50-"+c)
+			b.ReportMetric(xp99.Seconds()/dp99.Seconds(), "claim-direct/crd-p99-"+c)
+			fmt.Printf("%7d  %10s %10s  %14.2f %14.2f  %15.2f\n", r.clients, xp50.Round(100*time.Microsecond), xp99.Round(100*time.Microsecond),
+				xp50.Seconds()/dp50.Seconds(), xp99.Seconds()/dp99.Seconds(), pct(r.claims, 50).Seconds()/xp50.Seconds())
+		}
+	}
 	// Where the CPU goes, per object: at 10 and 50 clients the two cores
 	// are the limit, and latency follows this sum.
 	fmt.Printf("CPU per object (ms), from each burst's start until the control plane is quiet again:\n")
 	names := results[0].cpu[0].names()
-	fmt.Printf("%7s  %-9s", "clients", "kind")
+	fmt.Printf("%7s  %-12s", "clients", "kind")
 	for _, n := range names {
 		fmt.Printf(" %24s", n)
 	}
 	fmt.Printf(" %8s\n", "total")
 	for _, r := range results {
-		for k, kind := range []string{"claim", "CRD", "ConfigMap"} {
+		for k, kind := range []string{"claim", "CRD", "ConfigMap", "claim direct"}[:len(r.cpu)] {
 			objects := float64(rounds * perBurst)
-			fmt.Printf("%7d  %-9s", r.clients, kind)
+			fmt.Printf("%7d  %-12s", r.clients, kind)
 			var total time.Duration
 			for _, n := range names {
 				fmt.Printf(" %24.2f", ms(r.cpu[k][n])/objects)
