@@ -212,7 +212,13 @@ func (e *env) frontProxyClient(b testing.TB) (*http.Client, http.Header) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(e.cp.DockerIOSServingCA())
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}}
-	return client, http.Header{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}}
+	return client, frontProxyUser()
+}
+
+// frontProxyUser is the user a front-proxy client of these benchmarks acts
+// for, in the headers the aggregator would set.
+func frontProxyUser() http.Header {
+	return http.Header{"X-Remote-User": {"admin"}, "X-Remote-Group": {"system:masters"}}
 }
 
 // directClient returns a clientset that talks to the DockerIOS apiserver
@@ -220,7 +226,7 @@ func (e *env) frontProxyClient(b testing.TB) (*http.Client, http.Header) {
 // certificate, the admin named in its headers.
 func (e *env) directClient(b testing.TB) versioned.Interface {
 	cert, key := e.cp.FrontProxyClient(b, "front-proxy-client")
-	_, header := e.frontProxyClient(b)
+	header := frontProxyUser()
 	cfg := &rest.Config{Host: e.cp.DockerIOSURL, QPS: 1000, Burst: 1000,
 		TLSClientConfig: rest.TLSClientConfig{CAData: e.cp.DockerIOSServingCA(), CertData: cert, KeyData: key}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return withHeader{rt, header} })

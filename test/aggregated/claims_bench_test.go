@@ -257,8 +257,6 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 		return err
 	}
 	claim := func(burstNo, i int) error { return claimThrough(e.client, fmt.Sprintf("claim-%d-%03d", burstNo, i)) }
-	direct := e.directClient(b)
-	claimDirect := func(burstNo, i int) error { return claimThrough(direct, fmt.Sprintf("direct-%d-%03d", burstNo, i)) }
 	crd := func(burstNo, i int) error {
 		_, err := dyn.Resource(crdClaims).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": crdClaims.GroupVersion().String(), "kind": "MacOSMachineClaim",
@@ -273,6 +271,11 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 			Data:       map[string]string{"poolName": "warm"},
 		}, metav1.CreateOptions{})
 		return err
+	}
+
+	var direct versioned.Interface
+	if *claimBenchDirect {
+		direct = e.directClient(b)
 	}
 
 	// kube-controller-manager's garbage collector watches every kind, ours
@@ -294,8 +297,10 @@ func BenchmarkClaimBoundThroughKubeAPIServer(b *testing.B) {
 	burstNo := 0
 	for _, clients := range levels {
 		kinds := []*claimBenchKind{{name: "claim", create: claim, cpu: cpuTimes{}}, {name: "CRD", create: crd, cpu: cpuTimes{}}, {name: "ConfigMap", create: configMap, cpu: cpuTimes{}}}
-		if *claimBenchDirect {
-			kinds = append(kinds, &claimBenchKind{name: "claim direct", create: claimDirect, cpu: cpuTimes{}})
+		if direct != nil {
+			kinds = append(kinds, &claimBenchKind{name: "claim direct", cpu: cpuTimes{}, create: func(burstNo, i int) error {
+				return claimThrough(direct, fmt.Sprintf("direct-%d-%03d", burstNo, i))
+			}})
 		}
 		for round := range rounds {
 			warm(burstNo)
