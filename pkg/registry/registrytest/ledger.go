@@ -87,7 +87,8 @@ func NewBinder(t testing.TB, getter *RESTOptionsGetter) *binding.Binder {
 
 // Seed writes objects straight to etcd, as their stores would store them,
 // for tests that need them to exist without going through their registries:
-// classes and pools a machine or identity refers to.
+// classes and identity pools a machine or identity refers to, and machine
+// pools a claim refers to.
 func Seed(t testing.TB, getter *RESTOptionsGetter, objs ...runtime.Object) {
 	t.Helper()
 	seed(t, getter, true, objs...)
@@ -105,7 +106,10 @@ func seed(t testing.TB, getter *RESTOptionsGetter, absent bool, objs ...runtime.
 	ctx := context.Background()
 	for _, obj := range objs {
 		var gr string
+		namespaced := false
 		switch obj.(type) {
+		case *dockerio.MacOSMachinePool:
+			gr, namespaced = "macosmachinepools", true
 		case *dockerio.MacOSMachineClass:
 			gr = "macosmachineclasses"
 		case *dockerio.MacOSIdentityPool:
@@ -116,7 +120,7 @@ func seed(t testing.TB, getter *RESTOptionsGetter, absent bool, objs ...runtime.
 		default:
 			t.Fatalf("Seed does not write %T: create it through its registry", obj)
 		}
-		r, err := txn.NewResource(getter, dockerio.Resource(gr), false, func() runtime.Object { return obj.DeepCopyObject() })
+		r, err := txn.NewResource(getter, dockerio.Resource(gr), namespaced, func() runtime.Object { return obj.DeepCopyObject() })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +131,7 @@ func seed(t testing.TB, getter *RESTOptionsGetter, absent bool, objs ...runtime.
 		if m.GetUID() == "" {
 			m.SetUID(types.UID("seeded-" + m.GetName()))
 		}
-		key := r.Key("", m.GetName())
+		key := r.Key(m.GetNamespace(), m.GetName())
 		var tx txn.Txn
 		if absent {
 			tx.IfAbsent(key)

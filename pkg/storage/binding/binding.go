@@ -81,6 +81,8 @@ type Binder struct {
 	client   *clientv3.Client
 	claims   *txn.Resource
 	machines *txn.Resource
+	// pools are read only to say why a pool claim waits.
+	pools    *txn.Resource
 	clock    clock.PassiveClock
 	recorder record.EventRecorder
 	// queueRoot is where the queues of waiting pool claims live.
@@ -104,13 +106,17 @@ func New(client *clientv3.Client, optsGetter generic.RESTOptionsGetter, clk cloc
 	if err != nil {
 		return nil, err
 	}
+	pools, err := txn.NewResource(optsGetter, dockerio.Resource("macosmachinepools"), true, func() runtime.Object { return &dockerio.MacOSMachinePool{} })
+	if err != nil {
+		return nil, err
+	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	if recorder == nil {
 		recorder = &record.FakeRecorder{}
 	}
-	return &Binder{client: client, claims: claims, machines: machines, clock: clk, recorder: recorder,
+	return &Binder{client: client, claims: claims, machines: machines, pools: pools, clock: clk, recorder: recorder,
 		queueRoot:    claims.StoragePrefix() + "dockerios.io/claim-queue/",
 		bindableRoot: claims.StoragePrefix() + "dockerios.io/bindable-machines/"}, nil
 }

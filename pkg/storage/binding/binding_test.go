@@ -54,7 +54,8 @@ type env struct {
 func newEnv(t *testing.T, authz authorizer.Authorizer) *env {
 	t.Helper()
 	getter := registrytest.NewRESTOptionsGetter(t)
-	registrytest.Seed(t, getter, registrytest.MachineClass("standard"), registrytest.MachineClass("gpu"), registrytest.IdentityPool("imacpro"))
+	registrytest.Seed(t, getter, registrytest.MachineClass("standard"), registrytest.MachineClass("gpu"), registrytest.IdentityPool("imacpro"),
+		registrytest.MachinePool("warm"))
 	ledger, binder := registrytest.NewLedgerAndBinder(t, getter)
 	machines, err := machinestorage.NewStorage(getter, ledger, registrytest.AllowAll)
 	require.NoError(t, err)

@@ -160,11 +160,45 @@ func (s *claimStorage) createFromIndex(ctx context.Context, key, cKey string, c 
 		}
 		return s.createBound(ctx, key, cKey, c, &bindable{machine: m, rev: rev}, out)
 	}
-	why := "no Ready, unbound MacOSMachine of the pool is free to take"
-	if selector != nil && !selector.Empty() {
-		why = "no Ready, unbound MacOSMachine of the pool matching its selector is free to take"
+	why, poolSays := b.poolSays(ctx, c.Namespace, c.Spec.PoolName)
+	if why == "" {
+		why = "no Ready, unbound MacOSMachine of the pool is free to take"
+		if selector != nil && !selector.Empty() {
+			why = "no Ready, unbound MacOSMachine of the pool matching its selector is free to take"
+		}
 	}
-	return s.createPendingUnless(ctx, key, cKey, b.waiting(c, why), index, resp.Header.Revision, out)
+	pending := b.waiting(c, why)
+	if poolSays != "" {
+		cond := meta.FindStatusCondition(pending.Status.Conditions, ConditionBound)
+		cond.Message += "; " + poolSays
+	}
+	return s.createPendingUnless(ctx, key, cKey, pending, index, resp.Header.Revision, out)
+}
+
+// poolSays reads the pool a claim found no machine in, so that the claim
+// created Pending says which of the reasons a pool has none holds — the
+// question its owner asks first. A pool that does not exist (yet: a claim
+// may be applied before its pool) or is being deleted is why the claim
+// waits; otherwise the pool's Ready condition, as its controller last
+// wrote it, says whether its machines are all bound, still being made, or
+// capped by maxMachines. Only the message depends on this read, never what
+// is written: when it fails, the claim says what it says without it.
+func (b *Binder) poolSays(ctx context.Context, namespace, name string) (why, says string) {
+	obj, _, err := b.pools.Get(ctx, b.client, b.pools.Key(namespace, name))
+	switch {
+	case storage.IsNotFound(err):
+		return fmt.Sprintf("MacOSMachinePool %s does not exist", name), ""
+	case err != nil:
+		return "", ""
+	}
+	pool := obj.(*dockerio.MacOSMachinePool)
+	if pool.DeletionTimestamp != nil {
+		return fmt.Sprintf("MacOSMachinePool %s is being deleted", name), ""
+	}
+	if ready := meta.FindStatusCondition(pool.Status.Conditions, "Ready"); ready != nil {
+		return "", fmt.Sprintf("the pool's Ready condition says %s: %s", ready.Reason, ready.Message)
+	}
+	return "", ""
 }
 
 // createBound tries to create c Bound to m, in one transaction with m's

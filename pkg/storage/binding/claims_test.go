@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/utils/ptr"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio"
 	machinestorage "github.com/dockerios/dockerios/pkg/registry/macosmachine/storage"
@@ -389,6 +390,31 @@ func TestCreate_ClaimsThatCannotTakeAMachineWait(t *testing.T) {
 				require.NoError(t, err)
 			},
 			why: noMachine,
+		},
+		"pool does not exist": {
+			machine: func(t *testing.T, e *env) { e.readyMachine(t, "mac-1") },
+			claim: func(c *dockerio.MacOSMachineClaim) {
+				c.Spec.PoolName, c.Spec.Selector = "nope", nil
+			},
+			why: "MacOSMachinePool nope does not exist: the claim is bound to the next Ready, unbound MacOSMachine of MacOSMachinePool nope that it may take, oldest claim first",
+		},
+		"pool being deleted": {
+			machine: func(t *testing.T, e *env) {
+				p := registrytest.MachinePool("warm")
+				p.Finalizers, p.DeletionTimestamp = []string{"example.com/hold"}, ptr.To(metav1.Now())
+				registrytest.Overwrite(t, e.getter, p)
+			},
+			why: "MacOSMachinePool warm is being deleted: the claim is bound to the next",
+		},
+		"the pool says which of its reasons holds": {
+			machine: func(t *testing.T, e *env) {
+				p := registrytest.MachinePool("warm")
+				p.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "MaxMachinesReached",
+					Message: "0 of 2 unbound machines are Ready, and the pool makes no more: it holds 10 machines (10 bound to claims), its maxMachines"}}
+				registrytest.Overwrite(t, e.getter, p)
+			},
+			why: noMachine + " that it may take, oldest claim first; the pool's Ready condition says MaxMachinesReached: " +
+				"0 of 2 unbound machines are Ready, and the pool makes no more: it holds 10 machines (10 bound to claims), its maxMachines",
 		},
 		"class claim": {
 			machine: func(t *testing.T, e *env) { e.readyMachine(t, "mac-1") },
