@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
@@ -79,6 +80,13 @@ func RecoveryVolumeName(img *v1alpha1.MacOSImage) string { return base(img.Name,
 // twice.
 func GoldenVolumeName(img *v1alpha1.MacOSImage, m *v1alpha1.MacOSMachine) string {
 	return base(img.Name, "-"+uid8(string(m.UID)))
+}
+
+// ClonedFrom says whether volume, a promotion's golden volume, was cloned
+// from the machine with uid: a session deleted and made again under the
+// same name is another machine, whose disk that promotion never saw.
+func ClonedFrom(volume string, uid types.UID) bool {
+	return volume != "" && strings.HasSuffix(volume, "-"+uid8(string(uid)))
 }
 
 func uid8(uid string) string {

@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,11 +84,21 @@ func (r *Reconciler) promote(ctx context.Context, img *v1alpha1.MacOSImage, st *
 		// in between leaves it to this pass — only the session the
 		// volume was cloned from (its UID is in the volume's name).
 		m, err := r.machine(pf)
-		if err != nil || m == nil || m.DeletionTimestamp != nil || !strings.HasSuffix(prev.VolumeName, "-"+uid8(string(m.UID))) {
+		if err != nil || m == nil || m.DeletionTimestamp != nil {
 			return err
 		}
-		p.after = append(p.after, r.deleteMachine(m))
-		return nil
+		if ClonedFrom(prev.VolumeName, m.UID) {
+			p.after = append(p.after, r.deleteMachine(m))
+			return nil
+		}
+		// A later session under the promoted one's name. spec.promoteFrom
+		// still naming that name is the last promotion's record, not a
+		// request to promote whatever bears it next: only a spec written
+		// since that promotion ended (kubectl dockerios image promote
+		// clears spec.promoteFrom and sets it again) promotes this one.
+		if c := meta.FindStatusCondition(img.Status.Conditions, ConditionPromoted); c == nil || c.ObservedGeneration >= img.Generation {
+			return nil
+		}
 	}
 	gen := img.Generation
 	underway := prev != nil && prev.Machine == *pf && (prev.Phase == v1alpha1.PromotionStopping || prev.Phase == v1alpha1.PromotionCloning)

@@ -652,7 +652,26 @@ func TestPromotionAfterCrashes(t *testing.T) {
 	m2 := installSession("14.6.1")
 	m2.UID = "ffffffff-0000-0000-0000-000000000000"
 	require.NoError(t, e.machines.Update(m2))
+	_, writes := e.reconcile()
+	assert.Equal(t, 2, e.machineDeletes())
+	// Nor promoted because spec.promoteFrom still names the name: that is
+	// the last promotion's record.
+	assert.Zero(t, writes)
+	assert.Nil(t, e.dataVolume(GoldenVolumeName(e.image(), m2)))
+
+	// spec.promoteFrom written again (kubectl dockerios image promote
+	// clears it and sets it): the new session is promoted, into a volume
+	// of its own.
+	img := e.image()
+	img.Generation += 2
+	_, err = e.client.DockeriosV1alpha1().MacOSImages().Update(context.Background(), img, metav1.UpdateOptions{})
+	require.NoError(t, err)
 	e.reconcile()
+	pr := e.image().Status.Promotion
+	assert.Equal(t, v1alpha1.PromotionCloning, pr.Phase)
+	assert.Equal(t, GoldenVolumeName(img, m2), pr.VolumeName)
+	require.NotNil(t, e.dataVolume(GoldenVolumeName(img, m2)))
+	assert.Equal(t, string(m2.UID), e.dataVolume(GoldenVolumeName(img, m2)).Labels[PromotedFromLabel])
 	assert.Equal(t, 2, e.machineDeletes())
 }
 

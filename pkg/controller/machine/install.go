@@ -47,6 +47,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	"github.com/dockerios/dockerios/pkg/controller/external"
+	"github.com/dockerios/dockerios/pkg/controller/image"
 	"github.com/dockerios/dockerios/pkg/macosreleases"
 )
 
@@ -87,8 +88,8 @@ const imageRecoveryReady = "RecoveryReady"
 type Promotion struct {
 	// Image is the image whose spec.promoteFrom names the machine.
 	Image string
-	// Phase is the image's status.promotion phase for this machine, ""
-	// until it reports one.
+	// Phase is the image's status.promotion phase for this machine:
+	// Stopping, Cloning or Succeeded.
 	Phase v1alpha1.PromotionPhase
 }
 
@@ -137,9 +138,15 @@ func recoveryNotReady(img *v1alpha1.MacOSImage) string {
 	return ""
 }
 
-// promotion finds the image whose spec.promoteFrom names m, if any (by
-// name, the first, when several do: each image's controller refuses all
-// but one).
+// promotion finds the image promoting m, if any: the image whose
+// spec.promoteFrom names m (by name, the first, when several do: each
+// image's controller refuses all but one) and whose controller has taken
+// the promotion of this very machine up. Until it has (status.promotion
+// Stopping, Cloning, or Succeeded with a volume cloned from m), the session
+// runs: a promotion the image's controller refused — its agent has not
+// reported yet, a clone failed — is one the person fixes with the session
+// running, and the image's controller goes on by itself once it is fixed.
+// A status naming an earlier machine of m's name is not m's.
 func (r *Reconciler) promotion(m *v1alpha1.MacOSMachine) (*Promotion, error) {
 	images, err := r.Listers.Images.List(everything)
 	if err != nil {
@@ -151,11 +158,23 @@ func (r *Reconciler) promotion(m *v1alpha1.MacOSMachine) (*Promotion, error) {
 		if ref == nil || ref.Namespace != m.Namespace || ref.Name != m.Name {
 			continue
 		}
-		p := &Promotion{Image: img.Name}
-		if st := img.Status.Promotion; st != nil && st.Machine.Namespace == m.Namespace && st.Machine.Name == m.Name {
-			p.Phase = st.Phase
+		st := img.Status.Promotion
+		if st == nil || st.Machine.Namespace != m.Namespace || st.Machine.Name != m.Name {
+			return nil, nil
 		}
-		return p, nil
+		if st.VolumeName != "" && !image.ClonedFrom(st.VolumeName, m.UID) {
+			return nil, nil
+		}
+		switch st.Phase {
+		case v1alpha1.PromotionStopping, v1alpha1.PromotionCloning:
+		case v1alpha1.PromotionSucceeded:
+			if st.VolumeName == "" {
+				return nil, nil
+			}
+		default:
+			return nil, nil
+		}
+		return &Promotion{Image: img.Name, Phase: st.Phase}, nil
 	}
 	return nil, nil
 }
@@ -282,9 +301,6 @@ func installReady(m *v1alpha1.MacOSMachine, o *Observed, st *v1alpha1.MacOSMachi
 	promote := fmt.Sprintf("kubectl dockerios image promote %s --image %s -n %s", m.Name, m.Spec.ImageName, m.Namespace)
 	if p := o.Promotion; p != nil {
 		switch p.Phase {
-		case v1alpha1.PromotionFailed:
-			return ReasonPromoting, fmt.Sprintf("the promotion into MacOSImage %s failed (see the image's Promoted condition); the VirtualMachine stays halted while the image's spec.promoteFrom names this session: clear it to boot the session again, or fix what failed",
-				p.Image)
 		case v1alpha1.PromotionSucceeded:
 			return ReasonPromoting, fmt.Sprintf("promoted into MacOSImage %s: its DataSource now points at this session's disk; the image's controller deletes this machine", p.Image)
 		}
