@@ -343,7 +343,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 	case o.Class == nil:
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonClassMissing, fmt.Sprintf("MacOSMachineClass %s does not exist", m.Spec.ClassName))
 	case o.Image == nil:
-		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonImageMissing, "the machine's MacOSImage does not exist")
+		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonImageMissing, imageMissing(m, o.Class))
 	case imageNotReady(o.Image) != "":
 		set(v1alpha1.MachineSystemDiskReady, metav1.ConditionFalse, ReasonImageNotReady,
 			"the system disk DataVolume is being created; it waits for its source: "+imageNotReady(o.Image))
@@ -812,4 +812,15 @@ func phaseOr(phase, or string) string {
 		return or
 	}
 	return phase
+}
+
+// imageMissing says which MacOSImage a machine waits for, and what makes
+// it go on: the image created (its class is fixed when the machine is
+// made, so naming another image means another machine).
+func imageMissing(m *v1alpha1.MacOSMachine, class *v1alpha1.MacOSMachineClass) string {
+	if m.Spec.ImageName != "" {
+		return fmt.Sprintf("MacOSImage %s, which the machine names, does not exist: the machine waits, and its system disk is made once the image is created", m.Spec.ImageName)
+	}
+	return fmt.Sprintf("MacOSImage %s, which MacOSMachineClass %s names, does not exist: the machine waits, and its system disk is made once the image is created "+
+		"(or delete the machine and claim one of a class whose image exists)", class.Spec.ImageName, class.Name)
 }

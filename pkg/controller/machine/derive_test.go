@@ -135,6 +135,34 @@ func notReadyImage() *v1alpha1.MacOSImage {
 // stuckAt is when a stuck agent last computed its status.
 var stuckAt = t0.Add(-time.Hour)
 
+// A machine waiting for an image that does not exist names it, and says
+// what makes it go on.
+func TestDerive_ImageMissingNamesTheImage(t *testing.T) {
+	class := testClass()
+	class.Spec.ImageName = "sonoma"
+	for name, tc := range map[string]struct {
+		machine func(*v1alpha1.MacOSMachine)
+		want    string
+	}{
+		"its class's image": {nil, "MacOSImage sonoma, which MacOSMachineClass standard names, does not exist: the machine waits, " +
+			"and its system disk is made once the image is created (or delete the machine and claim one of a class whose image exists)"},
+		"the image it names": {func(m *v1alpha1.MacOSMachine) { m.Spec.ImageName = "tahoe" },
+			"MacOSImage tahoe, which the machine names, does not exist: the machine waits, and its system disk is made once the image is created"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := testMachine()
+			if tc.machine != nil {
+				tc.machine(m)
+			}
+			d := Derive(m, &Observed{Class: class, Job: job(batchv1.JobComplete)}, t0)
+			c := meta.FindStatusCondition(d.Status.Conditions, v1alpha1.MachineSystemDiskReady)
+			require.NotNil(t, c)
+			assert.Equal(t, "False/"+ReasonImageMissing, string(c.Status)+"/"+c.Reason)
+			assert.Equal(t, tc.want, c.Message)
+		})
+	}
+}
+
 func TestDerive_PhaseFromObservedObjects(t *testing.T) {
 	ready := &api.Status{Stage: api.StageReady, AgentVersion: "v1", Disk: api.Disk{TotalBytes: 100, FreeBytes: 40}}
 	booting := &api.Status{Stage: api.StageBooted, Reasons: []api.Reason{{Type: "SessionDown", Message: "no console user"}}}
