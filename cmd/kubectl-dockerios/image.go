@@ -40,6 +40,7 @@ import (
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
 	clientset "github.com/dockerios/dockerios/pkg/generated/clientset/versioned"
+	dockeriov1alpha1client "github.com/dockerios/dockerios/pkg/generated/clientset/versioned/typed/dockerio/v1alpha1"
 )
 
 // defaultPromoteTimeout bounds image promote --wait: a shutdown, a clone of
@@ -256,20 +257,36 @@ func (p *promoteOptions) run(ctx context.Context, machine string, stdout, stderr
 	if a := m.Status.Agent; a == nil {
 		fmt.Fprintf(stderr, "Warning: the agent of MacOSMachine %s has never answered: machines made from the image become Ready only when their agent does (docs/reference/agent.md)\n", machine)
 	}
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"promoteFrom": want}})
-	if err != nil {
-		return err
-	}
 	// Conditioned on the image read: a promotion started meanwhile by
 	// someone else is not replaced.
-	patch, err = withResourceVersion(patch, img.ResourceVersion)
+	rv, cleared := img.ResourceVersion, false
+	if repromote(img, want) {
+		// spec.promoteFrom already names the machine and the promotion of
+		// that name has ended: setting it to the same value would change
+		// nothing, so the image would get no new generation and the
+		// controller would never take the request up again. Clear it
+		// first, then set it, the second patch conditioned on the
+		// resourceVersion the first returned: the controller starts a
+		// new promotion when the image's generation is newer than the
+		// Promoted condition's observedGeneration (the generation its
+		// last promotion's outcome was written at).
+		img, err = patchPromoteFrom(ctx, images, p.image, nil, rv)
+		if err != nil {
+			return err
+		}
+		rv, cleared = img.ResourceVersion, true
+	}
+	img, err = patchPromoteFrom(ctx, images, p.image, &want, rv)
 	if err != nil {
+		if cleared {
+			return fmt.Errorf("MacOSImage %s's spec.promoteFrom was cleared to promote MacOSMachine %s/%s again, but setting it failed (run promote again): %w",
+				p.image, ns, machine, err)
+		}
 		return err
 	}
-	img, err = images.Patch(ctx, p.image, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return err
-	}
+	// The generation this request made: only a status the controller
+	// wrote having seen it says how this promotion went.
+	gen := img.Generation
 	fmt.Fprintf(stdout, "macosimage.dockerios.io/%s promoting from MacOSMachine %s/%s: its guest is shut down, its system disk cloned beside the image's DataSource, "+
 		"the DataSource pointed at the clone, and the machine deleted\n", img.Name, ns, machine)
 	if !p.wait {
@@ -281,7 +298,7 @@ func (p *promoteOptions) run(ctx context.Context, machine string, stdout, stderr
 		waitCtx, cancel = context.WithTimeoutCause(ctx, p.timeout, errTimedOut)
 	}
 	defer cancel()
-	done, err := waitForPromotion(waitCtx, client, img.Name, want, stderr)
+	done, err := waitForPromotion(waitCtx, client, img.Name, want, m.UID, gen, stderr)
 	if err != nil {
 		var stopped *waitStopped
 		if !errors.As(err, &stopped) {
@@ -305,6 +322,30 @@ func (p *promoteOptions) run(ctx context.Context, machine string, stdout, stderr
 	}
 	_, err = fmt.Fprintf(stdout, "MacOSImage %s%s%s: machines made from it from now on boot the promoted disk.\n", done.Name, volume, version)
 	return err
+}
+
+// repromote says whether promoting machine into img needs spec.promoteFrom
+// cleared before it is set: it names the machine already and the
+// promotion of that name has ended (a failed one to be tried again, or a
+// machine made again under a promoted one's name). A promotion of it
+// under way is left alone: setting the same value is a no-op.
+func repromote(img *v1alpha1.MacOSImage, machine v1alpha1.NamespacedObjectReference) bool {
+	pf, st := img.Spec.PromoteFrom, img.Status.Promotion
+	return pf != nil && *pf == machine && st != nil && st.Machine == machine &&
+		(st.Phase == v1alpha1.PromotionSucceeded || st.Phase == v1alpha1.PromotionFailed)
+}
+
+// patchPromoteFrom sets the image's spec.promoteFrom to machine (nil
+// clears it) with a merge patch conditioned on resourceVersion rv.
+func patchPromoteFrom(ctx context.Context, images dockeriov1alpha1client.MacOSImageInterface, image string, machine *v1alpha1.NamespacedObjectReference, rv string) (*v1alpha1.MacOSImage, error) {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"promoteFrom": machine}})
+	if err != nil {
+		return nil, err
+	}
+	if patch, err = withResourceVersion(patch, rv); err != nil {
+		return nil, err
+	}
+	return images.Patch(ctx, image, types.MergePatchType, patch, metav1.PatchOptions{})
 }
 
 // withResourceVersion adds metadata.resourceVersion to a merge patch.
@@ -332,11 +373,45 @@ func promotionPhase(img *v1alpha1.MacOSImage) string {
 	return "not started yet"
 }
 
+// promotionObserved is the generation of the image the controller had
+// seen when it last wrote how a promotion went: the Promoted condition's
+// observedGeneration (status.observedGeneration moves on every pass,
+// also one that leaves an ended promotion's status as it was), or
+// status.observedGeneration when there is no Promoted condition.
+func promotionObserved(img *v1alpha1.MacOSImage) int64 {
+	if c := meta.FindStatusCondition(img.Status.Conditions, imagePromoted); c != nil {
+		return c.ObservedGeneration
+	}
+	return img.Status.ObservedGeneration
+}
+
+// goldenSuffix ends the name of every golden volume a promotion of the
+// machine with uid clones into: "-" and the first 8 hex digits of the
+// UID (pkg/controller/image's GoldenVolumeName, which the plugin does not
+// import: it would bring CDI's and KubeVirt's APIs into the plugin). ""
+// for no UID.
+func goldenSuffix(uid types.UID) string {
+	u := strings.ReplaceAll(string(uid), "-", "")
+	if u == "" {
+		return ""
+	}
+	if len(u) > 8 {
+		u = u[:8]
+	}
+	return "-" + u
+}
+
 // waitForPromotion follows the image until its promotion from machine
 // succeeds (the image is returned) or fails (an error quoting its Promoted
-// condition), writing a line to progress each time the phase changes. ctx
-// ending ends it with a *waitStopped.
-func waitForPromotion(ctx context.Context, client clientset.Interface, image string, machine v1alpha1.NamespacedObjectReference, progress io.Writer) (*v1alpha1.MacOSImage, error) {
+// condition), writing a line to progress each time the phase changes. It
+// judges only a status the controller wrote having seen generation gen
+// (the one the request made) and, when the status names a golden volume,
+// only one cloned from the machine with uid: a status an earlier
+// promotion of the same name left (withdrawn, failed, or of a machine
+// deleted and made again under the name) is not this one's. ctx ending
+// ends it with a *waitStopped.
+func waitForPromotion(ctx context.Context, client clientset.Interface, image string, machine v1alpha1.NamespacedObjectReference, uid types.UID, gen int64,
+	progress io.Writer) (*v1alpha1.MacOSImage, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	images := client.DockeriosV1alpha1().MacOSImages()
@@ -370,6 +445,12 @@ func waitForPromotion(ctx context.Context, client clientset.Interface, image str
 		st := img.Status.Promotion
 		if st == nil || st.Machine != machine {
 			continue // the controller has not taken it up yet
+		}
+		if promotionObserved(img) < gen {
+			continue // an earlier promotion's: the controller has not seen the request yet
+		}
+		if suffix := goldenSuffix(uid); st.VolumeName != "" && suffix != "" && !strings.HasSuffix(st.VolumeName, suffix) {
+			continue // a promotion of another machine of the same name
 		}
 		line := "promotion " + string(st.Phase)
 		if c := meta.FindStatusCondition(img.Status.Conditions, imagePromoted); c != nil && c.Message != "" && st.Phase != v1alpha1.PromotionSucceeded {

@@ -19,16 +19,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/dockerios/dockerios/pkg/apis/dockerio/v1alpha1"
+	controllerimage "github.com/dockerios/dockerios/pkg/controller/image"
 	"github.com/dockerios/dockerios/pkg/controller/machine"
 )
 
@@ -332,5 +341,348 @@ func TestImageCompletion(t *testing.T) {
 	got, _ = complete(t, newPlugin(t, api), "image", "install", "")
 	if strings.Join(got, " ") != "sonoma" {
 		t.Errorf("install completes %v", got)
+	}
+}
+
+// imagesAsTheAPIServer makes api answer a merge patch of an image as the
+// apiserver does and the fake does not: a patch naming a resourceVersion
+// other than the image's conflicts, every write moves the resourceVersion
+// on, and one that changes the spec moves the generation on. It returns
+// the patches made so far, in order.
+func imagesAsTheAPIServer(t *testing.T, api *fakeAPI) func() []string {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		patches []string
+	)
+	gvr := v1alpha1.SchemeGroupVersion.WithResource("macosimages")
+	api.PrependReactor("patch", "macosimages", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pa := a.(k8stesting.PatchAction)
+		if pa.GetPatchType() != types.MergePatchType || pa.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		patches = append(patches, string(pa.GetPatch()))
+		mu.Unlock()
+		obj, err := api.Tracker().Get(gvr, "", pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		old := obj.(*v1alpha1.MacOSImage)
+		var pre struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &pre); err != nil {
+			return true, nil, err
+		}
+		if rv := pre.Metadata.ResourceVersion; rv != "" && rv != old.ResourceVersion {
+			return true, nil, apierrors.NewConflict(v1alpha1.Resource("macosimages"), old.Name, errors.New("the object has been modified"))
+		}
+		oldJSON, err := json.Marshal(old)
+		if err != nil {
+			return true, nil, err
+		}
+		modified, err := jsonpatch.MergePatch(oldJSON, pa.GetPatch())
+		if err != nil {
+			return true, nil, err
+		}
+		img := &v1alpha1.MacOSImage{}
+		if err := json.Unmarshal(modified, img); err != nil {
+			return true, nil, err
+		}
+		img.ResourceVersion = nextRV(t, old.ResourceVersion)
+		img.Generation = old.Generation
+		if !equality.Semantic.DeepEqual(old.Spec, img.Spec) {
+			img.Generation++
+		}
+		if err := api.Tracker().Update(gvr, img, ""); err != nil {
+			return true, nil, err
+		}
+		return true, img.DeepCopy(), nil
+	})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), patches...)
+	}
+}
+
+func nextRV(t *testing.T, rv string) string {
+	n, err := strconv.Atoi(rv)
+	if err != nil {
+		t.Errorf("resourceVersion %q", rv)
+	}
+	return strconv.Itoa(n + 1)
+}
+
+// controllerWrites is the image controller's pass: it reads the image and
+// writes its status as change makes it.
+func controllerWrites(t *testing.T, api *fakeAPI, change func(img *v1alpha1.MacOSImage)) {
+	t.Helper()
+	gvr := v1alpha1.SchemeGroupVersion.WithResource("macosimages")
+	obj, err := api.Tracker().Get(gvr, "", "sonoma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := obj.(*v1alpha1.MacOSImage).DeepCopy()
+	change(img)
+	img.ResourceVersion = nextRV(t, img.ResourceVersion)
+	if err := api.Tracker().Update(gvr, img, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// promoting is a pass that took up the promotion from s-1 at the image's
+// generation and found it in phase, cloning into volume ("" none).
+func promoting(phase v1alpha1.PromotionPhase, reason, msg, volume string) func(img *v1alpha1.MacOSImage) {
+	return func(img *v1alpha1.MacOSImage) {
+		img.Status.ObservedGeneration = img.Generation
+		img.Status.Promotion = &v1alpha1.PromotionStatus{Machine: v1alpha1.NamespacedObjectReference{Namespace: testNS, Name: "s-1"}, Phase: phase, VolumeName: volume}
+		status := metav1.ConditionFalse
+		if phase == v1alpha1.PromotionSucceeded {
+			status = metav1.ConditionTrue
+			img.Status.MacOSVersion = "14.6.1"
+		}
+		meta.SetStatusCondition(&img.Status.Conditions, metav1.Condition{Type: imagePromoted, Status: status, Reason: reason, Message: msg,
+			ObservedGeneration: img.Generation})
+	}
+}
+
+// A pass of a controller that leaves an ended promotion as it was: only
+// status.observedGeneration moves on.
+func passLeavingThePromotion(img *v1alpha1.MacOSImage) {
+	img.Status.ObservedGeneration = img.Generation
+}
+
+const (
+	// s1UID is session s-1's; its golden volumes end in -5e551011.
+	s1UID = "5e551011-aaaa-4bbb-8ccc-000000000001"
+	// s1Volume is the golden volume of a promotion of s-1 into sonoma.
+	s1Volume = "sonoma-5e551011"
+	// earlierVolume is the golden volume of a promotion of an earlier
+	// machine named s-1, since deleted.
+	earlierVolume = "sonoma-0ld1d000"
+)
+
+// sessionS1 is install session s-1 as the apiserver holds it, its UID set.
+func sessionS1() *v1alpha1.MacOSMachine {
+	m := session("s-1")
+	m.UID = s1UID
+	return m
+}
+
+// endedImage is image sonoma at generation 4 whose status holds the end
+// of an earlier promotion from a machine named s-1: its Promoted
+// condition and status.observedGeneration at generation 4.
+func endedImage(promoteFrom bool, phase v1alpha1.PromotionPhase, reason, msg, volume string) *v1alpha1.MacOSImage {
+	img := recoveryImage()
+	img.Generation = 4
+	promoting(phase, reason, msg, volume)(img)
+	if promoteFrom {
+		img.Spec.PromoteFrom = &v1alpha1.NamespacedObjectReference{Namespace: testNS, Name: "s-1"}
+	}
+	return img
+}
+
+// promoteAndWait runs promote s-1 --wait against api, makes the
+// controller's passes once the plugin watches, and returns promote's
+// exit status and printed error.
+func promoteAndWait(t *testing.T, api *fakeAPI, p *plugin, passes []func(*v1alpha1.MacOSImage)) (int, string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		done <- p.run(context.Background(), "image", "promote", "s-1", "--image", "sonoma", "--wait", "--timeout", "5s")
+	}()
+	api.awaitWatch(t, "macosimages")
+	for _, pass := range passes {
+		controllerWrites(t, api, pass)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("promote --wait did not end")
+	}
+	var printed bytes.Buffer
+	return exitStatus(&printed, err), printed.String()
+}
+
+// An earlier promotion's end, still in the status when promote patches
+// the image, is not this promotion's: only a status the controller wrote
+// at the generation the patch made is.
+func TestImagePromote_WaitIgnoresAnEarlierPromotionsEnd(t *testing.T) {
+	withdrawn := endedImage(false, v1alpha1.PromotionFailed, "Withdrawn", "spec.promoteFrom was cleared: the promotion of demo/s-1 stopped while Stopping", "")
+	predecessor := endedImage(true, v1alpha1.PromotionSucceeded, "Promoted", "DataSource images/sonoma points at volume images/"+earlierVolume, earlierVolume)
+	for _, tc := range []struct {
+		name   string
+		image  *v1alpha1.MacOSImage
+		passes []func(*v1alpha1.MacOSImage)
+		status int
+		stdout string
+		err    string
+	}{
+		{name: "a withdrawn promotion's Failed, then this one's Succeeded", image: withdrawn,
+			passes: []func(*v1alpha1.MacOSImage){
+				promoting(v1alpha1.PromotionStopping, "Stopping", "waiting for the guest of s-1", ""),
+				promoting(v1alpha1.PromotionSucceeded, "Promoted", "done", s1Volume),
+			},
+			stdout: "now clones PersistentVolumeClaim images/" + s1Volume + " (macOS 14.6.1)"},
+		{name: "a withdrawn promotion's Failed, then this one's Failed", image: withdrawn,
+			passes: []func(*v1alpha1.MacOSImage){
+				promoting(v1alpha1.PromotionCloning, "Cloning", "cloning", s1Volume),
+				promoting(v1alpha1.PromotionFailed, "CloneFailed", "no space left on device", s1Volume),
+			},
+			status: exitError, err: "the promotion of MacOSImage sonoma from MacOSMachine demo/s-1 failed: CloneFailed: no space left on device"},
+		{name: "a predecessor's Succeeded, a pass leaving it, then this one's Succeeded", image: predecessor,
+			passes: []func(*v1alpha1.MacOSImage){
+				passLeavingThePromotion,
+				promoting(v1alpha1.PromotionCloning, "Cloning", "cloning", s1Volume),
+				promoting(v1alpha1.PromotionSucceeded, "Promoted", "done", s1Volume),
+			},
+			stdout: "now clones PersistentVolumeClaim images/" + s1Volume + " (macOS 14.6.1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newFakeAPI(tc.image.DeepCopy(), sessionS1())
+			imagesAsTheAPIServer(t, api)
+			p := newPlugin(t, api)
+			status, printed := promoteAndWait(t, api, p, tc.passes)
+			if status != tc.status {
+				t.Errorf("status %d, want %d (%s)", status, tc.status, printed)
+			}
+			if tc.err != "" && !strings.Contains(printed, tc.err) {
+				t.Errorf("error %q, want %q", printed, tc.err)
+			}
+			if tc.stdout != "" && !strings.Contains(p.stdout.String(), tc.stdout) {
+				t.Errorf("stdout:\n%s\nwant %q", p.stdout, tc.stdout)
+			}
+			if s := p.stderr.String(); strings.Contains(s, "Withdrawn") || strings.Contains(s, earlierVolume) {
+				t.Errorf("the earlier promotion's end was reported:\n%s", s)
+			}
+		})
+	}
+}
+
+// A status whose golden volume is not one of this machine (its UID is in
+// the volume's name) is a promotion of another machine of the same name.
+func TestImagePromote_WaitIgnoresAnotherMachinesVolume(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		another func(*v1alpha1.MacOSImage)
+	}{
+		{"Succeeded", promoting(v1alpha1.PromotionSucceeded, "Promoted", "DataSource images/sonoma points at volume images/"+earlierVolume, earlierVolume)},
+		{"Failed", promoting(v1alpha1.PromotionFailed, "CloneFailed", "cloning into "+earlierVolume+" failed", earlierVolume)},
+		{"Cloning", promoting(v1alpha1.PromotionCloning, "Cloning", "cloning into "+earlierVolume, earlierVolume)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newFakeAPI(recoveryImage(), sessionS1())
+			imagesAsTheAPIServer(t, api)
+			p := newPlugin(t, api)
+			status, printed := promoteAndWait(t, api, p, []func(*v1alpha1.MacOSImage){
+				tc.another,
+				promoting(v1alpha1.PromotionCloning, "Cloning", "cloning", s1Volume),
+				promoting(v1alpha1.PromotionSucceeded, "Promoted", "done", s1Volume),
+			})
+			if status != 0 {
+				t.Errorf("status %d, want 0 (%s)", status, printed)
+			}
+			if want := "now clones PersistentVolumeClaim images/" + s1Volume; !strings.Contains(p.stdout.String(), want) {
+				t.Errorf("stdout:\n%s\nwant %q", p.stdout, want)
+			}
+			if want := "image sonoma: promotion Cloning (Cloning: cloning)\nimage sonoma: promotion Succeeded\n"; p.stderr.String() != want {
+				t.Errorf("progress:\n%s\nwant:\n%s", p.stderr, want)
+			}
+		})
+	}
+}
+
+// Promoting again a machine spec.promoteFrom names already, its promotion
+// ended, clears spec.promoteFrom and sets it again: the same value set
+// once changes nothing, and the controller would never see the request.
+func TestImagePromote_PromotingAgainClearsThenSets(t *testing.T) {
+	const (
+		clearPF = `{"metadata":{"resourceVersion":"7"},"spec":{"promoteFrom":null}}`
+		set7    = `{"metadata":{"resourceVersion":"7"},"spec":{"promoteFrom":{"name":"s-1","namespace":"demo"}}}`
+		set8    = `{"metadata":{"resourceVersion":"8"},"spec":{"promoteFrom":{"name":"s-1","namespace":"demo"}}}`
+	)
+	another := endedImage(false, v1alpha1.PromotionFailed, "CloneFailed", "no space", "")
+	another.Spec.PromoteFrom = &v1alpha1.NamespacedObjectReference{Namespace: testNS, Name: "earlier"}
+	another.Status.Promotion.Machine = *another.Spec.PromoteFrom
+	for _, tc := range []struct {
+		name    string
+		image   *v1alpha1.MacOSImage
+		patches []string
+		// generation is the image's once promote is done.
+		generation int64
+	}{
+		{"its promotion failed", endedImage(true, v1alpha1.PromotionFailed, "CloneFailed", "no space left on device", s1Volume),
+			[]string{clearPF, set8}, 6},
+		{"its promotion was refused", endedImage(true, v1alpha1.PromotionFailed, "AgentNotReporting", "the agent has not reported", ""),
+			[]string{clearPF, set8}, 6},
+		{"a predecessor of its name was promoted", endedImage(true, v1alpha1.PromotionSucceeded, "Promoted", "done", earlierVolume),
+			[]string{clearPF, set8}, 6},
+		{"its promotion is under way", endedImage(true, v1alpha1.PromotionCloning, "Cloning", "cloning", s1Volume),
+			[]string{set7}, 4},
+		{"its promotion is stopping its guest", endedImage(true, v1alpha1.PromotionStopping, "Stopping", "stopping", ""),
+			[]string{set7}, 4},
+		{"its promotion was withdrawn", endedImage(false, v1alpha1.PromotionFailed, "Withdrawn", "spec.promoteFrom was cleared", ""),
+			[]string{set7}, 5},
+		{"another machine's promotion ended", another, []string{set7}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newFakeAPI(tc.image.DeepCopy(), sessionS1())
+			patches := imagesAsTheAPIServer(t, api)
+			p := newPlugin(t, api)
+			if err := p.run(context.Background(), "image", "promote", "s-1", "--image", "sonoma"); err != nil {
+				t.Fatal(err)
+			}
+			if got := patches(); strings.Join(got, "\n") != strings.Join(tc.patches, "\n") {
+				t.Errorf("patches:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.patches, "\n"))
+			}
+			img, err := api.DockeriosV1alpha1().MacOSImages().Get(context.Background(), "sonoma", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pf := img.Spec.PromoteFrom; pf == nil || *pf != (v1alpha1.NamespacedObjectReference{Namespace: testNS, Name: "s-1"}) {
+				t.Errorf("promoteFrom %+v", pf)
+			}
+			if img.Generation != tc.generation {
+				t.Errorf("generation %d, want %d", img.Generation, tc.generation)
+			}
+		})
+	}
+}
+
+// Clearing spec.promoteFrom, then failing to set it again, says so.
+func TestImagePromote_PromotingAgainSaysWhenTheSetFails(t *testing.T) {
+	api := newFakeAPI(endedImage(true, v1alpha1.PromotionFailed, "CloneFailed", "no space", ""), sessionS1())
+	imagesAsTheAPIServer(t, api)
+	// Someone writes the image between the two patches.
+	api.PrependReactor("patch", "macosimages", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), `"promoteFrom":{`) {
+			controllerWrites(t, api, passLeavingThePromotion)
+		}
+		return false, nil, nil
+	})
+	p := newPlugin(t, api)
+	err := p.run(context.Background(), "image", "promote", "s-1", "--image", "sonoma")
+	if err == nil || !strings.Contains(err.Error(), "MacOSImage sonoma's spec.promoteFrom was cleared to promote MacOSMachine demo/s-1 again, but setting it failed (run promote again)") ||
+		!apierrors.IsConflict(err) {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// The plugin knows a golden volume of a machine as the controller names it.
+func TestGoldenSuffix_TheControllers(t *testing.T) {
+	img := &v1alpha1.MacOSImage{ObjectMeta: metav1.ObjectMeta{Name: "sonoma"}}
+	for _, uid := range []types.UID{s1UID, "0123abcd", "ab-cd-ef-01-23-45", types.UID(strings.Repeat("f", 40))} {
+		m := &v1alpha1.MacOSMachine{ObjectMeta: metav1.ObjectMeta{Name: "s-1", UID: uid}}
+		if v := controllerimage.GoldenVolumeName(img, m); !strings.HasSuffix(v, goldenSuffix(uid)) || len(goldenSuffix(uid)) != 9 {
+			t.Errorf("goldenSuffix(%q) = %q; the controller's volume %q", uid, goldenSuffix(uid), v)
+		}
+	}
+	if goldenSuffix("") != "" {
+		t.Errorf("no UID: %q", goldenSuffix(""))
 	}
 }
