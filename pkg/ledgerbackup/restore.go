@@ -18,6 +18,8 @@ package ledgerbackup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -127,14 +129,14 @@ func Restore(ctx context.Context, o RestoreOptions) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Source: o.Snapshot, Metadata: md, VerifiedSHA256: verified}
+	// Nothing is moved until everything that can fail about the snapshot
+	// has succeeded: a failed restore leaves DataDir as it was.
+	moveAside := false
 	if err := checkEmptyDir(o.DataDir); err != nil {
 		if !o.MoveAside || errors.Is(err, errNoDataDir) {
 			return nil, err
 		}
-		res.MovedAside = fmt.Sprintf("%s.before-restore-%s", filepath.Clean(o.DataDir), o.Now().UTC().Format("20060102T150405Z"))
-		if err := os.Rename(o.DataDir, res.MovedAside); err != nil {
-			return nil, fmt.Errorf("moving %s aside: %w", o.DataDir, err)
-		}
+		moveAside = true
 	}
 	held := o.Snapshot
 	if md == nil || !md.Held {
@@ -160,10 +162,54 @@ func Restore(ctx context.Context, o RestoreOptions) (*Result, error) {
 		res.Held, res.LedgerID = md, md.LedgerID
 		res.Record = ledgerguard.RestoreRecord{ID: md.RestoreID, SnapshotRevision: md.Revision, SnapshotTime: md.Time}
 	}
-	if err := etcdRestore(held, o.DataDir, o.Member, o.RevisionBump); err != nil {
-		return nil, err
+	_, statErr := os.Stat(o.DataDir)
+	existed := statErr == nil
+	if moveAside {
+		res.MovedAside = fmt.Sprintf("%s.before-restore-%s", filepath.Clean(o.DataDir), o.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Rename(o.DataDir, res.MovedAside); err != nil {
+			return nil, fmt.Errorf("moving %s aside: %w", o.DataDir, err)
+		}
+	}
+	if err := restoreInto(held, o.DataDir, o.Member, o.RevisionBump); err != nil {
+		return nil, undoRestore(o.DataDir, existed, res.MovedAside, err)
 	}
 	return res, nil
+}
+
+// restoreInto is the restore into the target: etcdRestore; tests replace
+// it to make it fail.
+var restoreInto = etcdRestore
+
+// undoRestore puts dir back as it was before a restore into it failed
+// (with err): what the restore wrote is removed, and what was moved aside
+// (when movedAside is not empty) is moved back.
+func undoRestore(dir string, existed bool, movedAside string, err error) error {
+	if movedAside != "" {
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			return fmt.Errorf("%w; removing what the restore wrote into %s failed (%v): what %s held is in %s", err, dir, rerr, dir, movedAside)
+		}
+		if rerr := os.Rename(movedAside, dir); rerr != nil {
+			return fmt.Errorf("%w; moving %s back to %s failed (%v): what %s held is in %s", err, movedAside, dir, rerr, dir, movedAside)
+		}
+		return fmt.Errorf("%w; %s was moved back to %s as it was", err, movedAside, dir)
+	}
+	if !existed {
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			return fmt.Errorf("%w; removing what the restore wrote into %s failed: %v", err, dir, rerr)
+		}
+		return err
+	}
+	// dir was empty: empty it again.
+	entries, rerr := os.ReadDir(dir)
+	for _, e := range entries {
+		if rerr == nil {
+			rerr = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	if rerr != nil {
+		return fmt.Errorf("%w; removing what the restore wrote into %s failed: %v", err, dir, rerr)
+	}
+	return err
 }
 
 // Hold writes to out a snapshot of the given one's ledger with every
@@ -214,26 +260,62 @@ func (o *RestoreOptions) defaults() {
 	}
 }
 
-// verify checks the snapshot against its metadata, when it has some.
+// verify checks the snapshot before anything opens it: that it is whole
+// and undamaged (the sha256 etcd appends to a snapshot it saves matches
+// what precedes it), and, when it has metadata, that it is the file the
+// metadata describes. etcd's database library crashes the process on a
+// truncated file, with a panic nothing can recover: it must never see one.
 func verify(path string) (*Metadata, bool, error) {
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Stat(path)
+	if err != nil {
 		return nil, false, err
+	}
+	// etcdutl's rule: a snapshot saved through the maintenance API ends
+	// with the sha256 of what precedes it, and only then is its size
+	// 32 bytes past a multiple of 512.
+	if fi.Size()%512 != sha256.Size {
+		return nil, false, fmt.Errorf("%s is not a whole etcd snapshot (%d bytes, no integrity hash at its end): it is truncated or not a snapshot", path, fi.Size())
 	}
 	md, err := ReadMetadata(path)
 	if err != nil {
 		return nil, false, err
 	}
-	if md == nil || md.SHA256 == "" {
-		return md, false, nil
-	}
-	sum, err := fileSHA256(path)
+	sum, body, trailer, err := snapshotHashes(path, fi.Size())
 	if err != nil {
 		return nil, false, err
 	}
-	if sum != md.SHA256 {
-		return nil, false, fmt.Errorf("%s does not match its metadata: sha256 %s, the metadata says %s; the file is damaged or not the one the metadata describes", path, sum, md.SHA256)
+	verified := false
+	if md != nil && md.SHA256 != "" {
+		if sum != md.SHA256 {
+			return nil, false, fmt.Errorf("%s does not match its metadata: sha256 %s, the metadata says %s; the file is damaged or not the one the metadata describes", path, sum, md.SHA256)
+		}
+		verified = true
 	}
-	return md, true, nil
+	if body != trailer {
+		return nil, false, fmt.Errorf("%s is damaged: its contents hash to %s, its trailing integrity hash says %s", path, body, trailer)
+	}
+	return md, verified, nil
+}
+
+// snapshotHashes reads the snapshot at path (of size bytes) once and
+// returns, in hex, the sha256 of the whole file, that of everything but
+// its last 32 bytes, and those 32 bytes.
+func snapshotHashes(path string, size int64) (sum, body, trailer string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", "", "", err
+	}
+	defer f.Close()
+	whole, b := sha256.New(), sha256.New()
+	if _, err := io.CopyN(io.MultiWriter(whole, b), f, size-sha256.Size); err != nil {
+		return "", "", "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	t := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(f, t); err != nil {
+		return "", "", "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	whole.Write(t)
+	return hex.EncodeToString(whole.Sum(nil)), hex.EncodeToString(b.Sum(nil)), hex.EncodeToString(t), nil
 }
 
 var errNoDataDir = errors.New("no data directory to restore into")

@@ -277,3 +277,191 @@ func TestRestore_ThreeMembersRestoreOneHeldSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, all.Revision, int64(DefaultRevisionBump))
 }
+
+// listing is every path under dir (relative), for comparing a directory
+// before and after.
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	var paths []string
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, rel)
+		return nil
+	}))
+	return paths
+}
+
+// damage writes a damaged copy of the snapshot snap into dir, with its
+// metadata beside it when withMetadata: cut short (as `head -c` would),
+// or with one byte flipped.
+func damage(t *testing.T, snap, dir, how string, withMetadata bool) string {
+	t.Helper()
+	data, err := os.ReadFile(snap)
+	require.NoError(t, err)
+	switch how {
+	case "truncated":
+		require.Greater(t, len(data), 4096)
+		data = data[:len(data)/2+100]
+	case "flipped":
+		data[len(data)/2] ^= 0xff
+	default:
+		t.Fatalf("unknown damage %q", how)
+	}
+	out := filepath.Join(dir, how+".db")
+	require.NoError(t, os.WriteFile(out, data, 0o600))
+	if withMetadata {
+		md, err := os.ReadFile(MetadataPath(snap))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(MetadataPath(out), md, 0o600))
+	}
+	return out
+}
+
+// A snapshot cut short or with a byte changed, without metadata to check
+// it against, is refused before etcd's database library opens it (which
+// would crash the process on a truncated file), and nothing is left
+// behind: neither in the target nor in the scratch directory beside it.
+func TestRestore_RefusesADamagedSnapshotWithoutMetadata(t *testing.T) {
+	_, _, snap := backup(t)
+	for _, tc := range []struct {
+		how  string
+		want string
+	}{
+		{"truncated", "is not a whole etcd snapshot"},
+		{"flipped", "is damaged: its contents hash to"},
+	} {
+		t.Run(tc.how, func(t *testing.T) {
+			bad := damage(t, snap, t.TempDir(), tc.how, false)
+			parent := t.TempDir()
+			target := filepath.Join(parent, "etcd")
+			before := listing(t, parent)
+			_, err := Restore(context.Background(), RestoreOptions{HoldOptions: HoldOptions{Snapshot: bad, StoragePrefix: prefix}, DataDir: target, Member: Embedded})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), bad+" "+tc.want)
+			assert.Equal(t, before, listing(t, parent), "neither the target nor the scratch directory gains anything")
+
+			out := filepath.Join(t.TempDir(), "held.db")
+			_, err = Hold(context.Background(), HoldOptions{Snapshot: bad, StoragePrefix: prefix, Scratch: parent}, out)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), bad+" "+tc.want)
+			assert.NoFileExists(t, out)
+			assert.Equal(t, before, listing(t, parent))
+		})
+	}
+}
+
+// The trailing hash is etcd's own: every snapshot this package writes (a
+// backup, a held snapshot) passes the check.
+func TestVerify_AcceptsTheSnapshotsThisPackageWrites(t *testing.T) {
+	_, _, snap := backup(t)
+	held := filepath.Join(t.TempDir(), "held.db")
+	_, err := Hold(context.Background(), HoldOptions{Snapshot: snap, StoragePrefix: prefix}, held)
+	require.NoError(t, err)
+	for _, path := range []string{snap, held} {
+		require.NoError(t, os.Remove(MetadataPath(path)), "the trailing hash alone is checked")
+		_, verified, err := verify(path)
+		require.NoError(t, err, path)
+		assert.False(t, verified)
+	}
+}
+
+// A restore with --move-aside of a snapshot that cannot be restored moves
+// nothing: the ledger in the target stays where it is.
+func TestRestore_MoveAsideMovesNothingWhenTheSnapshotIsDamaged(t *testing.T) {
+	_, _, snap := backup(t)
+	for _, tc := range []struct {
+		name         string
+		how          string
+		withMetadata bool
+		want         string
+	}{
+		{"truncated, no metadata", "truncated", false, "is not a whole etcd snapshot"},
+		{"flipped, no metadata", "flipped", false, "is damaged"},
+		{"truncated, with metadata", "truncated", true, "is not a whole etcd snapshot"},
+		{"flipped, with metadata", "flipped", true, "does not match its metadata"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := damage(t, snap, t.TempDir(), tc.how, tc.withMetadata)
+			parent := t.TempDir()
+			target := filepath.Join(parent, "etcd")
+			require.NoError(t, os.MkdirAll(filepath.Join(target, "member", "snap"), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(target, "member", "snap", "db"), []byte("the live ledger"), 0o600))
+			before := listing(t, parent)
+			_, err := Restore(context.Background(), RestoreOptions{HoldOptions: HoldOptions{Snapshot: bad, StoragePrefix: prefix}, DataDir: target, Member: Embedded, MoveAside: true})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Equal(t, before, listing(t, parent), "the target is as it was, nothing moved aside")
+			moved, err := filepath.Glob(target + ".before-restore-*")
+			require.NoError(t, err)
+			assert.Empty(t, moved)
+			db, err := os.ReadFile(filepath.Join(target, "member", "snap", "db"))
+			require.NoError(t, err)
+			assert.Equal(t, "the live ledger", string(db))
+		})
+	}
+}
+
+// When the restore into the target fails after what it held was moved
+// aside, what it partly wrote is removed and what it held moved back.
+func TestRestore_MoveAsideMovesBackWhenTheRestoreFails(t *testing.T) {
+	_, _, snap := backup(t)
+	parent := t.TempDir()
+	target := filepath.Join(parent, "etcd")
+	require.NoError(t, os.MkdirAll(filepath.Join(target, "member", "snap"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(target, "member", "snap", "db"), []byte("the live ledger"), 0o600))
+	before := listing(t, parent)
+	restoreInto = func(src, dir string, m Member, bump uint64) error {
+		// etcd writes the target, then something fails.
+		if err := etcdRestore(src, dir, m, bump); err != nil {
+			return err
+		}
+		return fmt.Errorf("injected failure")
+	}
+	defer func() { restoreInto = etcdRestore }()
+	_, err := Restore(context.Background(), RestoreOptions{HoldOptions: HoldOptions{Snapshot: snap, StoragePrefix: prefix}, DataDir: target, Member: Embedded, MoveAside: true})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "injected failure")
+	assert.Contains(t, err.Error(), "moved back")
+	assert.Equal(t, before, listing(t, parent), "the target holds what it held, and nothing else is left")
+	db, err := os.ReadFile(filepath.Join(target, "member", "snap", "db"))
+	require.NoError(t, err)
+	assert.Equal(t, "the live ledger", string(db))
+}
+
+// A restore with --move-aside of a whole snapshot that fails on the way
+// (holding its pools in the scratch etcd fails; a plain snapshot for a
+// member of several) moves nothing either.
+func TestRestore_MoveAsideMovesNothingWhenTheHoldFails(t *testing.T) {
+	_, _, snap := backup(t)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	three := Member{Name: "m0", PeerURLs: []string{"http://127.0.0.1:2380"}, ClusterToken: "t",
+		InitialCluster: "m0=http://127.0.0.1:2380,m1=http://127.0.0.1:2381,m2=http://127.0.0.1:2382"}
+	for _, tc := range []struct {
+		name   string
+		ctx    context.Context
+		member Member
+		want   string
+	}{
+		{"the hold fails", cancelled, Embedded, "context canceled"},
+		{"a member of three", context.Background(), three, "is not a held snapshot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			target := filepath.Join(parent, "etcd")
+			require.NoError(t, os.MkdirAll(filepath.Join(target, "member", "snap"), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(target, "member", "snap", "db"), []byte("the live ledger"), 0o600))
+			before := listing(t, parent)
+			_, err := Restore(tc.ctx, RestoreOptions{HoldOptions: HoldOptions{Snapshot: snap, StoragePrefix: prefix}, DataDir: target, Member: tc.member, MoveAside: true})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Equal(t, before, listing(t, parent), "the target is as it was, nothing moved aside")
+		})
+	}
+}
