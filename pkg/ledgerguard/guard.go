@@ -405,11 +405,45 @@ func (g *Guard) event(eventType, reason, message string) {
 	}
 	g.lastEvent[key] = g.cfg.Now()
 	g.mu.Unlock()
-	targets := []*corev1.ObjectReference{{Kind: "ConfigMap", APIVersion: "v1", Namespace: g.cfg.Marker.Namespace, Name: g.cfg.Marker.Name}}
-	for _, name := range g.cfg.APIServices {
-		targets = append(targets, &corev1.ObjectReference{Kind: "APIService", APIVersion: "apiregistration.k8s.io/v1", Name: name})
-	}
-	for _, t := range targets {
+	for _, t := range g.eventTargets() {
 		g.recorder.Event(t, eventType, reason, message)
 	}
+}
+
+// eventTargets are the objects a ledger Event is recorded on: the marker
+// and the APIServices, each with its UID when it can be read, since
+// kubectl describe finds an object's Events by its UID. One that cannot
+// be read still gets the Event, found by kind and name.
+func (g *Guard) eventTargets() []*corev1.ObjectReference {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	marker := &corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: g.cfg.Marker.Namespace, Name: g.cfg.Marker.Name}
+	if cm, err := g.cfg.Kube.CoreV1().ConfigMaps(marker.Namespace).Get(ctx, marker.Name, metav1.GetOptions{}); err == nil {
+		marker.UID = cm.UID
+	}
+	targets := []*corev1.ObjectReference{marker}
+	for _, name := range g.cfg.APIServices {
+		targets = append(targets, &corev1.ObjectReference{Kind: "APIService", APIVersion: "apiregistration.k8s.io/v1", Name: name,
+			UID: apiServiceUID(ctx, g.cfg.Kube, name)})
+	}
+	return targets
+}
+
+// apiServiceUID reads an APIService's UID through the core client's REST
+// client (the aggregator's typed client is not a dependency for one
+// field), or "" when it cannot.
+func apiServiceUID(ctx context.Context, kube kubernetes.Interface, name string) types.UID {
+	rc := kube.Discovery().RESTClient()
+	if rc == nil {
+		return "" // a fake clientset's
+	}
+	raw, err := rc.Get().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices", name).DoRaw(ctx)
+	if err != nil {
+		return ""
+	}
+	var obj metav1.PartialObjectMetadata
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return ""
+	}
+	return obj.UID
 }

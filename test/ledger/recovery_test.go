@@ -492,6 +492,14 @@ func TestEmptyLedgerNeverEmptiesTheFleet(t *testing.T) {
 			}
 			return ""
 		})
+		// Where the docs send an operator: kubectl describe finds an
+		// object's Events by its UID.
+		for _, args := range [][]string{{"describe", "apiservice", "v1alpha1.dockerios.io"},
+			{"describe", "configmap", "-n", ledgerguard.DefaultMarker.Namespace, ledgerguard.DefaultMarker.Name}} {
+			out := c.admin.MustRun(t, "", args...)
+			_, events, _ := strings.Cut(out, "\nEvents:")
+			assert.Contains(t, events, ledgerguard.ReasonLedgerEmpty, "kubectl %s", strings.Join(args, " "))
+		}
 		assert.Contains(t, c.cp.DockerIOSOutput(), "Not serving dockerios.io: The identity ledger in etcd is empty")
 		assert.Equal(t, ledgerID, c.marker(t).Data[ledgerguard.DataLedgerID], "the marker is left as it was")
 	})
