@@ -221,8 +221,9 @@ func (o *Options) runBackups(ctx context.Context, g *ledgerguard.Guard) {
 				return
 			}
 			ledgerbackup.ObserveFailure()
-			klog.ErrorS(err, "Backing up the identity ledger failed; trying again in five minutes", "dir", l.BackupDir)
-			next = time.Now().Add(min(5*time.Minute, l.BackupInterval))
+			retry := min(5*time.Minute, l.BackupInterval)
+			klog.ErrorS(err, "Backing up the identity ledger failed; trying again in "+retry.String(), "dir", l.BackupDir)
+			next = time.Now().Add(retry)
 			continue
 		}
 		ledgerbackup.ObserveSuccess(md)
