@@ -280,7 +280,7 @@ func Derive(m *v1alpha1.MacOSMachine, o *Observed, now time.Time) Derived {
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionTrue, ReasonJobSucceeded,
 			fmt.Sprintf("the bootdisk was rendered before VirtualMachine %s was made (its Job is not found)", o.VM.Name))
 	case o.Job == nil && o.ReleaseUnsupported != "":
-		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonReleaseUnsupportedByModel, "nothing is made for the machine: "+o.ReleaseUnsupported)
+		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonReleaseUnsupportedByModel, o.ReleaseUnsupported)
 	case o.Job == nil && o.ImagesUnavailable != "":
 		set(v1alpha1.MachineBootdiskReady, metav1.ConditionFalse, ReasonImagesUnavailable, o.ImagesUnavailable)
 	case o.Job == nil && o.BootdiskRetry != "":
