@@ -265,12 +265,7 @@ func TestImagePromote_WaitFollowsThePhases(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("promote --wait did not end")
-			}
+			err := awaitPromote(t, done)
 			var printed bytes.Buffer
 			if got := exitStatus(&printed, err); got != tc.status {
 				t.Errorf("status %d, want %d (%v)", got, tc.status, err)
@@ -499,14 +494,21 @@ func promoteAndWait(t *testing.T, api *fakeAPI, p *plugin, passes []func(*v1alph
 	for _, pass := range passes {
 		controllerWrites(t, api, pass)
 	}
-	var err error
+	var printed bytes.Buffer
+	return exitStatus(&printed, awaitPromote(t, done)), printed.String()
+}
+
+// awaitPromote is what a promote --wait running in the background ended
+// with.
+func awaitPromote(t *testing.T, done <-chan error) error {
+	t.Helper()
 	select {
-	case err = <-done:
+	case err := <-done:
+		return err
 	case <-time.After(10 * time.Second):
 		t.Fatal("promote --wait did not end")
+		return nil
 	}
-	var printed bytes.Buffer
-	return exitStatus(&printed, err), printed.String()
 }
 
 // An earlier promotion's end, still in the status when promote patches
